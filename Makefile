@@ -1,0 +1,42 @@
+# One task runner for Orbit. `make demo` runs Orbit, `make test` runs the tests;
+# both install everything they need into .venv from requirements.lock first.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+UV_VERSION := 0.13.8
+PYTEST_WORKERS ?= auto
+
+.PHONY: install test lint format demo lock clean
+
+install: $(VENV)/.installed
+
+$(VENV)/.installed: requirements.lock pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet uv==$(UV_VERSION)
+	$(BIN)/uv pip install --quiet --python $(BIN)/python -r requirements.lock
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
+	touch $@
+
+test: install
+	$(BIN)/pytest -n $(PYTEST_WORKERS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+format: install
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+# Until the services exist, the demo compiles every example workflow and
+# prints its name, version and definition hash.
+demo: install
+	$(BIN)/orbit validate examples/*.yaml
+
+# Re-pin every dependency after editing pyproject.toml.
+lock: install
+	$(BIN)/uv pip compile --quiet pyproject.toml --extra dev --python-version 3.11 -o requirements.lock
+
+clean:
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -1,0 +1,369 @@
+"""CEL expressions: recognised in templates, compiled once, analysed, evaluated.
+
+A string that is exactly ``${ … }`` is an expression; every other string is
+literal. Maps and lists (templates) are walked so any leaf may be one.
+Expressions are compiled by the ``cel`` library (the CEL core plus its
+extended standard library); this module adds what the compiler needs on top:
+the names an expression reads (``steps.charge``, ``signals.approval``,
+``execution.attempt``), so references can be checked before anything runs.
+"""
+
+from __future__ import annotations
+
+import datetime
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import cel
+from cel.stdlib import add_stdlib_to_context
+
+from orbit_model.errors import ErrorCode, OrbitError
+
+_WHOLE_EXPRESSION = re.compile(r"\A\$\{(.*)\}\Z", re.DOTALL)
+
+#: The roots an expression may name, besides comprehension variables.
+SCOPE_ROOTS = frozenset({"input", "steps", "signals", "item", "index", "execution"})
+#: The fields of ``execution`` in scope.
+EXECUTION_FIELDS = frozenset({"id", "workflow", "version", "attempt"})
+#: The fields of ``steps.<id>`` in scope.
+STEP_FIELDS = frozenset({"output", "status"})
+# Namespaces of the extended standard library (``math.greatest``): CEL
+# reports them as variables, but they are function names.
+_FUNCTION_NAMESPACES = frozenset({"math", "sets", "strings", "lists", "base64"})
+# Macros that bind one (or, for some, two) comprehension variables.
+_MACROS_ONE = frozenset({"map", "filter"})
+_MACROS_TWO = frozenset(
+    {"all", "exists", "exists_one", "existsOne", "transformList", "transformMap"}
+)
+
+
+class ExpressionSyntaxError(ValueError):
+    """An expression CEL cannot parse; the message says where."""
+
+
+def expression_source(value: object) -> str | None:
+    """The CEL source inside ``${ … }``, or None if ``value`` is not an expression."""
+    if not isinstance(value, str):
+        return None
+    match = _WHOLE_EXPRESSION.match(value)
+    return match.group(1).strip() if match else None
+
+
+def canonical_expression(source: str) -> str:
+    """The one spelling of an expression used in the IR: ``${ source }``."""
+    return "${ " + source.strip() + " }"
+
+
+@dataclass(frozen=True)
+class Access:
+    """A static read of a member of a scope root: ``steps.charge.output``.
+
+    Attributes:
+        root: ``steps``, ``signals`` or ``execution``.
+        member: The step id, signal name or execution field.
+        field: For ``steps``, the field read after the id (``output``,
+            ``status``), or None if the step itself is used.
+    """
+
+    root: str
+    member: str
+    field: str | None = None
+
+
+@dataclass(frozen=True)
+class References:
+    """What an expression reads, found without running it.
+
+    Attributes:
+        roots: The scope roots it names (``input``, ``steps``, …).
+        unknown: Names it reads that are neither roots nor bound by a
+            comprehension inside it: undeclared variables.
+        accesses: Its static member reads.
+    """
+
+    roots: frozenset[str] = frozenset()
+    unknown: frozenset[str] = frozenset()
+    accesses: tuple[Access, ...] = field(default_factory=tuple)
+
+    def members(self, root: str) -> set[str]:
+        """The members of ``root`` read statically."""
+        return {access.member for access in self.accesses if access.root == root}
+
+
+@dataclass(frozen=True)
+class Expression:
+    """A compiled expression: evaluate it many times, compile it once."""
+
+    source: str
+    program: Any = field(repr=False, compare=False)
+    references: References
+
+    def evaluate(self, scope: Scope) -> Any:
+        """Evaluate against ``scope``; the result is a JSON value.
+
+        Raises:
+            OrbitError: ``EXPRESSION_ERROR`` when evaluation fails or the
+                result is not a JSON value (a timestamp, a duration, bytes).
+        """
+        context = cel.Context(variables=scope.variables())
+        add_stdlib_to_context(context)
+        try:
+            result = self.program.execute(context)
+        except (KeyError, ValueError, TypeError, RuntimeError, OverflowError) as error:
+            raise OrbitError(
+                ErrorCode.EXPRESSION_ERROR, f"${{ {self.source} }}: {_first_line(error)}"
+            ) from None
+        return _as_json(result, self.source)
+
+
+@lru_cache(maxsize=4096)
+def compile_expression(source: str) -> Expression:
+    """Compile CEL source (without the ``${ }``), memoised by source.
+
+    Raises:
+        ExpressionSyntaxError: The source does not parse.
+    """
+    if not source.strip():
+        raise ExpressionSyntaxError("the expression is empty")
+    try:
+        program = cel.compile(source)
+    except (ValueError, RuntimeError) as error:
+        raise ExpressionSyntaxError(_syntax_message(str(error))) from None
+    return Expression(source=source, program=program, references=_analyse(source, program))
+
+
+@dataclass(frozen=True)
+class ExecutionInfo:
+    """The ``execution`` root: what an expression may know of its execution."""
+
+    id: str
+    workflow: str
+    version: str
+    attempt: int | None = None
+
+
+@dataclass(frozen=True)
+class StepView:
+    """What ``steps.<id>`` shows: the output (null until it succeeded) and status."""
+
+    status: str = "pending"
+    output: Any = None
+
+
+@dataclass(frozen=True)
+class Scope:
+    """Everything an expression can read; the one scope type of Orbit.
+
+    ``item`` and ``index`` are bound only when ``index`` is set (inside a
+    ``for`` unit); ``signals`` holds the last payload received per name.
+    """
+
+    input: Any = None
+    steps: Mapping[str, StepView] = field(default_factory=dict)
+    signals: Mapping[str, Any] = field(default_factory=dict)
+    execution: ExecutionInfo | None = None
+    item: Any = None
+    index: int | None = None
+
+    def variables(self) -> dict[str, Any]:
+        """The scope as CEL variables."""
+        variables: dict[str, Any] = {
+            "input": self.input,
+            "steps": {
+                step_id: {"status": view.status, "output": view.output}
+                for step_id, view in self.steps.items()
+            },
+            "signals": dict(self.signals),
+        }
+        if self.execution is not None:
+            execution: dict[str, Any] = {
+                "id": self.execution.id,
+                "workflow": self.execution.workflow,
+                "version": self.execution.version,
+            }
+            if self.execution.attempt is not None:
+                execution["attempt"] = self.execution.attempt
+            variables["execution"] = execution
+        if self.index is not None:
+            variables["item"] = self.item
+            variables["index"] = self.index
+        return variables
+
+
+def iter_expressions(template: Any) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """Every expression in a template, with its path inside the template."""
+    source = expression_source(template)
+    if source is not None:
+        yield (), source
+    elif isinstance(template, Mapping):
+        for key, value in template.items():
+            for path, inner in iter_expressions(value):
+                yield (key, *path), inner
+    elif isinstance(template, list):
+        for index, value in enumerate(template):
+            for path, inner in iter_expressions(value):
+                yield (index, *path), inner
+
+
+def evaluate_template(template: Any, scope: Scope) -> Any:
+    """Replace every ``${ … }`` leaf of a template by its value in ``scope``.
+
+    Raises:
+        OrbitError: ``EXPRESSION_ERROR`` when an expression fails.
+    """
+    source = expression_source(template)
+    if source is not None:
+        return compile_expression(source).evaluate(scope)
+    if isinstance(template, Mapping):
+        return {key: evaluate_template(value, scope) for key, value in template.items()}
+    if isinstance(template, list):
+        return [evaluate_template(value, scope) for value in template]
+    return template
+
+
+# -- static analysis -------------------------------------------------------
+
+_TOKEN = re.compile(
+    r"""
+    (?P<space>\s+|//[^\n]*)
+    | (?P<string>(?:[rR][bB]?|[bB][rR]?)?
+        (?:\"\"\"(?:\\.|[^\\])*?\"\"\"|'''(?:\\.|[^\\])*?'''
+          |"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'))
+    | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
+    | (?P<number>0[xX][0-9a-fA-F]+[uU]?|[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?[uU]?)
+    | (?P<punct>\S)
+    """,
+    re.VERBOSE,
+)
+
+
+@dataclass(frozen=True)
+class _Token:
+    kind: str
+    text: str
+
+
+def _tokens(source: str) -> list[_Token]:
+    return [
+        _Token(match.lastgroup or "punct", match.group())
+        for match in _TOKEN.finditer(source)
+        if match.lastgroup != "space"
+    ]
+
+
+def _string_value(literal: str) -> str:
+    body = literal.lstrip("rRbB")
+    quote = body[:3] if body[:3] in ('"""', "'''") else body[:1]
+    return body[len(quote) : len(body) - len(quote)]
+
+
+def _analyse(source: str, program: Any) -> References:
+    tokens = _tokens(source)
+    bound: set[str] = set()
+    accesses: list[Access] = []
+    for position, token in enumerate(tokens):
+        previous = tokens[position - 1].text if position else ""
+        if token.kind != "ident":
+            continue
+        if previous == "." and _text(tokens, position + 1) == "(":
+            bound.update(_bound_names(tokens, position))
+        elif previous != "." and token.text in ("steps", "signals", "execution"):
+            access = _access(tokens, position)
+            if access is not None:
+                accesses.append(access)
+    variables = set(program.variables())
+    roots = variables & SCOPE_ROOTS
+    unknown = variables - SCOPE_ROOTS - bound - _FUNCTION_NAMESPACES
+    return References(roots=frozenset(roots), unknown=frozenset(unknown), accesses=tuple(accesses))
+
+
+def _text(tokens: list[_Token], position: int) -> str:
+    return tokens[position].text if 0 <= position < len(tokens) else ""
+
+
+def _bound_names(tokens: list[_Token], macro: int) -> list[str]:
+    """Comprehension variables bound by ``.macro(x, …)`` or ``.macro(k, v, …)``."""
+    name = tokens[macro].text
+    if name not in _MACROS_ONE | _MACROS_TWO:
+        return []
+    names: list[str] = []
+    position = macro + 2
+    limit = 2 if name in _MACROS_TWO else 1
+    while (
+        len(names) < limit
+        and position + 1 < len(tokens)
+        and tokens[position].kind == "ident"
+        and tokens[position + 1].text == ","
+    ):
+        names.append(tokens[position].text)
+        position += 2
+    return names
+
+
+def _member(tokens: list[_Token], position: int) -> tuple[str, int] | None:
+    """A static member after ``position``: ``.name`` or ``["name"]``, and where it ends."""
+    if _text(tokens, position) == "." and position + 1 < len(tokens):
+        following = tokens[position + 1]
+        if following.kind == "ident":
+            return following.text, position + 2
+    if (
+        _text(tokens, position) == "["
+        and position + 2 < len(tokens)
+        and tokens[position + 1].kind == "string"
+        and tokens[position + 2].text == "]"
+    ):
+        return _string_value(tokens[position + 1].text), position + 3
+    return None
+
+
+def _access(tokens: list[_Token], root: int) -> Access | None:
+    member = _member(tokens, root + 1)
+    if member is None:
+        return None
+    name, end = member
+    field_name = None
+    if tokens[root].text == "steps":
+        following = _member(tokens, end)
+        field_name = following[0] if following else None
+    return Access(tokens[root].text, name, field_name)
+
+
+# -- results and messages --------------------------------------------------
+
+
+def _as_json(value: Any, source: str) -> Any:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list | tuple):
+        return [_as_json(item, source) for item in value]
+    if isinstance(value, dict):
+        return {str(key): _as_json(item, source) for key, item in value.items()}
+    kind = {
+        bytes: "bytes",
+        datetime.datetime: "a timestamp",
+        datetime.timedelta: "a duration",
+    }.get(type(value), type(value).__name__)
+    raise OrbitError(
+        ErrorCode.EXPRESSION_ERROR,
+        f"${{ {source} }}: the result is {kind}, not a JSON value; convert it with string()",
+    )
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip() or type(error).__name__
+    return text.splitlines()[0]
+
+
+def _syntax_message(text: str) -> str:
+    # cel reports "Failed to parse expression '…': ERROR: <input>:1:4: Syntax
+    # error: …" followed by a caret diagram; keep position and reason only.
+    match = re.search(r"<input>:(\d+):(\d+):\s*(.*)", text)
+    if match is None:
+        return _first_line(ValueError(text))
+    line, column, reason = match.groups()
+    reason = re.sub(r"\s*expecting \{.*", "", reason)
+    where = f"column {column}" if line == "1" else f"line {line}, column {column}"
+    return f"{reason.strip()} (at {where} of the expression)"
