@@ -64,8 +64,15 @@ def check_schema(schema: Any) -> None:
     """
     if not isinstance(schema, dict | bool):
         raise SchemaProblem((), "a JSON Schema must be a mapping (or true/false)")
+    _check_canonical_schema(canonical_json(schema))
+
+
+@lru_cache(maxsize=1024)
+def _check_canonical_schema(schema_json: str) -> None:
+    # Checking against the metaschema costs milliseconds; the same schemas
+    # come back every time a definition is compiled or registered.
     try:
-        Draft202012Validator.check_schema(schema)
+        Draft202012Validator.check_schema(json.loads(schema_json))
     except SchemaError as error:
         raise SchemaProblem(tuple(error.path), error.message) from None
 

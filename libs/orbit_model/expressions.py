@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-import cel
-from cel.stdlib import add_stdlib_to_context
-
+from orbit_model._cel import native as cel
+from orbit_model._cel import stdlib
 from orbit_model.errors import ErrorCode, OrbitError
 
 _WHOLE_EXPRESSION = re.compile(r"\A\$\{(.*)\}\Z", re.DOTALL)
@@ -109,7 +108,7 @@ class Expression:
                 result is not a JSON value (a timestamp, a duration, bytes).
         """
         context = cel.Context(variables=scope.variables())
-        add_stdlib_to_context(context)
+        stdlib.add_stdlib_to_context(context)
         try:
             result = self.program.execute(context)
         except (KeyError, ValueError, TypeError, RuntimeError, OverflowError) as error:

@@ -101,7 +101,9 @@ def load_yaml(text: str, name: str = "<string>") -> SourceDocument:
         nodes = list(yaml.compose_all(text, Loader=_CoreSchemaLoader))
     except yaml.MarkedYAMLError as error:
         mark = error.problem_mark or error.context_mark
-        line = mark.line + 1 if mark is not None else 1
+        # At the end of the text the parser reports the line after the last.
+        last_line = max(1, len(text.splitlines()))
+        line = min(mark.line + 1, last_line) if mark is not None else 1
         raise YamlSourceError(line, (), f"not valid YAML: {error.problem or error}") from None
     except yaml.YAMLError as error:
         raise YamlSourceError(1, (), f"not valid YAML: {error}") from None
