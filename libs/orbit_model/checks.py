@@ -1,4 +1,4 @@
-"""Checks of meaning on a compiled workflow: references, cycles, expressions.
+"""Checks of meaning on a compiled workflow: names, references, cycles, expressions.
 
 They run on the IR, so a definition submitted as compiled JSON is checked
 exactly like one compiled from YAML. Each problem names the place in the
@@ -11,14 +11,18 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from orbit_model import names
+from orbit_model.contracts import SchemaProblem, check_schema
 from orbit_model.expressions import (
     EXECUTION_FIELDS,
     STEP_FIELDS,
     ExpressionSyntaxError,
+    References,
     compile_expression,
+    expression_source,
     iter_expressions,
 )
-from orbit_model.ir import HTTP_TASK, CallStep, Step, WorkflowIR
+from orbit_model.ir import CallStep, Step, WorkflowIR
 from orbit_model.problems import did_you_mean
 from orbit_model.yaml_source import Path
 
@@ -27,116 +31,187 @@ Finding = tuple[Path, str]
 
 def check_workflow(ir: WorkflowIR) -> list[Finding]:
     """Every problem of meaning in ``ir``, as ``(path, message)`` pairs."""
-    findings: list[Finding] = []
-    findings += _check_ids(ir)
-    main_order = _dependency_order(ir.steps, "steps", findings)
-    final_order = _dependency_order(ir.finally_steps, "finally", findings)
+    findings = [*_check_names(ir), *_check_schemas(ir), *_check_queries(ir)]
+    duplicates = list(_check_ids(ir))
+    if duplicates:
+        return findings + duplicates  # with two steps of one id, `after` means nothing
+    main_ids = frozenset(step.id for step in ir.steps)
+    main_order = _dependency_order(ir.steps, "steps", frozenset(), findings)
+    final_order = _dependency_order(ir.finally_steps, "finally", main_ids, findings)
     if main_order is None or final_order is None:
         return findings  # scopes depend on the order; a cycle makes them meaningless
-    main_ids = frozenset(step.id for step in ir.steps)
     for index, step in enumerate(ir.steps):
-        scope = _Scope(ir, visible=main_order[step.id], all_steps=main_ids, item=_fans_out(step))
-        findings += _check_step(ir, step, ("steps", index), scope)
+        findings += _check_step(ir, step, ("steps", index), _Scope(ir, main_order[step.id]))
     for index, step in enumerate(ir.finally_steps):
-        scope = _Scope(ir, visible=main_ids | final_order[step.id], all_steps=_all_ids(ir))
+        scope = _Scope(ir, main_ids | final_order[step.id], in_finally=True)
         findings += _check_step(ir, step, ("finally", index), scope)
+    every_main_step = _Scope(ir, main_ids)
     for name, query in ir.queries.items():
-        findings += _Scope(ir, visible=main_ids, all_steps=main_ids).check(query, ("queries", name))
-    findings += _Scope(ir, visible=main_ids, all_steps=main_ids).check(ir.output, ("output",))
+        findings += every_main_step.check(query, ("queries", name))
+    findings += every_main_step.check(ir.output, ("output",))
     return findings
 
 
-def _all_ids(ir: WorkflowIR) -> frozenset[str]:
-    return frozenset(step.id for step in (*ir.steps, *ir.finally_steps))
+# -- names, schemas, queries -----------------------------------------------
 
 
-def _fans_out(step: Step) -> bool:
-    return isinstance(step, CallStep) and step.for_each is not None
+def _check_names(ir: WorkflowIR) -> Iterator[Finding]:
+    if not names.WORKFLOW_NAME.fullmatch(ir.name):
+        yield ("workflow",), f"{ir.name!r} is not a workflow name: use {names.WORKFLOW_NAME_RULE}"
+    if not names.SEMVER.fullmatch(ir.version):
+        yield ("version",), f"{ir.version!r} is not a semantic version such as 1.0.0"
+    for key, what, mapping in (("signals", "signal", ir.signals), ("queries", "query", ir.queries)):
+        for name in mapping:
+            if not names.IDENTIFIER.fullmatch(name):
+                yield (
+                    (key, name),
+                    f"{name!r} is not a valid {what} name: use {names.IDENTIFIER_RULE}",
+                )
+    for name, contract in ir.tasks.items():
+        if not names.TASK_NAME.fullmatch(name):
+            yield ("tasks", name), f"{name!r} is not a valid task name: use {names.TASK_NAME_RULE}"
+        elif name.startswith(names.RESERVED_TASK_PREFIX):
+            yield (
+                ("tasks", name),
+                f"task names starting with {names.RESERVED_TASK_PREFIX!r} are reserved for Orbit",
+            )
+        if not names.CONTRACT_VERSION.fullmatch(contract.version):
+            yield (
+                ("tasks", name, "version"),
+                f"{contract.version!r} is not a valid contract version",
+            )
+    for key, steps in (("steps", ir.steps), ("finally", ir.finally_steps)):
+        for index, step in enumerate(steps):
+            if not names.IDENTIFIER.fullmatch(step.id):
+                yield (
+                    (key, index, "id"),
+                    f"{step.id!r} is not a valid step id: use {names.IDENTIFIER_RULE}",
+                )
 
 
-def _check_ids(ir: WorkflowIR) -> list[Finding]:
-    findings: list[Finding] = []
-    seen: dict[str, Path] = {}
+def _check_schemas(ir: WorkflowIR) -> Iterator[Finding]:
+    schemas: list[tuple[Path, Any]] = [
+        (("input",), ir.input_schema),
+        (("output_schema",), ir.output_schema),
+    ]
+    schemas += [(("signals", name), schema) for name, schema in ir.signals.items()]
+    for name, contract in ir.tasks.items():
+        schemas.append((("tasks", name, "input"), contract.input_schema))
+        schemas.append((("tasks", name, "output"), contract.output_schema))
+    for path, schema in schemas:
+        if schema is None:
+            continue
+        try:
+            check_schema(schema)
+        except SchemaProblem as problem:
+            yield (*path, *problem.path), f"not a valid JSON Schema (2020-12): {problem.reason}"
+
+
+def _check_queries(ir: WorkflowIR) -> Iterator[Finding]:
+    for name, query in ir.queries.items():
+        if expression_source(query) is None:
+            yield ("queries", name), "must be an expression written ${ … }"
+
+
+# -- step ids and dependencies ---------------------------------------------
+
+
+def _check_ids(ir: WorkflowIR) -> Iterator[Finding]:
+    seen: dict[str, str] = {}
     for key, steps in (("steps", ir.steps), ("finally", ir.finally_steps)):
         for index, step in enumerate(steps):
             if step.id in seen:
-                findings.append(
-                    (
-                        (key, index, "id"),
-                        f"duplicate step id {step.id!r} (first at {_where(seen[step.id])})",
-                    )
+                yield (
+                    (key, index, "id"),
+                    f"duplicate step id {step.id!r} (first at {seen[step.id]})",
                 )
             else:
-                seen[step.id] = (key, index)
-    return findings
-
-
-def _where(path: Path) -> str:
-    return f"{path[0]}[{path[1]}]"
+                seen[step.id] = f"{key}[{index}]"
 
 
 def _dependency_order(
-    steps: tuple[Step, ...], key: str, findings: list[Finding]
+    steps: tuple[Step, ...], key: str, before: frozenset[str], findings: list[Finding]
 ) -> dict[str, frozenset[str]] | None:
-    """Each step's ancestors (transitively, through ``after``), or None on a cycle."""
-    ids = {step.id: index for index, step in enumerate(steps)}
+    """Each step's ancestors (transitively, through ``after``), or None on a cycle.
+
+    ``before`` are steps that all of these run after anyway (the main steps,
+    for ``finally``), which their ``after`` therefore cannot name.
+    """
+    index_of = {step.id: index for index, step in enumerate(steps)}
     for index, step in enumerate(steps):
         for position, dependency in enumerate(step.after):
             path: Path = (key, index, "after", position)
             if dependency == step.id:
                 findings.append((path, f"step {step.id!r} cannot run after itself"))
-            elif dependency not in ids:
+            elif dependency in before:
+                findings.append(
+                    (path, "finally steps run after every main step; name only finally steps here")
+                )
+            elif dependency not in index_of:
                 where = "in finally" if key == "finally" else "among the steps"
                 findings.append(
-                    (path, f"undeclared step {dependency!r} {where}{did_you_mean(dependency, ids)}")
+                    (
+                        path,
+                        f"undeclared step {dependency!r} {where}"
+                        f"{did_you_mean(dependency, index_of)}",
+                    )
                 )
-    graph = {step.id: [d for d in step.after if d in ids and d != step.id] for step in steps}
-    cycle = _find_cycle(graph, [step.id for step in steps])
-    if cycle is not None:
-        findings.append(((key, ids[cycle[0]], "after"), "dependency cycle: " + " -> ".join(cycle)))
-        return None
-    ancestors: dict[str, frozenset[str]] = {}
-    for step in steps:  # no cycle, so a depth-first walk terminates
-        ancestors[step.id] = _ancestors(step.id, graph, ancestors)
+    graph = {
+        s.id: [d for d in dict.fromkeys(s.after) if d in index_of and d != s.id] for s in steps
+    }
+    ancestors = _ancestors_in_order(graph)
+    if ancestors is None:
+        cycle = _a_cycle(graph)
+        findings.append(
+            ((key, index_of[cycle[0]], "after"), "dependency cycle: " + " -> ".join(cycle))
+        )
     return ancestors
 
 
-def _ancestors(
-    step_id: str, graph: Mapping[str, list[str]], known: dict[str, frozenset[str]]
-) -> frozenset[str]:
-    if step_id not in known:
+def _ancestors_in_order(graph: Mapping[str, list[str]]) -> dict[str, frozenset[str]] | None:
+    """Ancestors of every node (Kahn's algorithm, so no recursion), or None on a cycle."""
+    waiting = {node: len(dependencies) for node, dependencies in graph.items()}
+    dependents: dict[str, list[str]] = {node: [] for node in graph}
+    for node, dependencies in graph.items():
+        for dependency in dependencies:
+            dependents[dependency].append(node)
+    ready = [node for node, count in waiting.items() if count == 0]
+    ancestors: dict[str, frozenset[str]] = {}
+    while ready:
+        node = ready.pop()
         found: set[str] = set()
-        for dependency in graph[step_id]:
-            found |= {dependency} | _ancestors(dependency, graph, known)
-        known[step_id] = frozenset(found)
-    return known[step_id]
-
-
-def _find_cycle(graph: Mapping[str, list[str]], order: list[str]) -> list[str] | None:
-    """A cycle as ``[a, b, …, a]``, following ``after`` edges, or None."""
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-    path: list[str] = []
-
-    def visit(node: str) -> list[str] | None:
-        state[node] = 1
-        path.append(node)
         for dependency in graph[node]:
-            if state.get(dependency) == 1:
-                return [*path[path.index(dependency) :], dependency]
-            if dependency not in state:
-                cycle = visit(dependency)
-                if cycle is not None:
-                    return cycle
-        path.pop()
-        state[node] = 2
-        return None
+            found |= {dependency} | ancestors[dependency]
+        ancestors[node] = frozenset(found)
+        for dependent in dependents[node]:
+            waiting[dependent] -= 1
+            if waiting[dependent] == 0:
+                ready.append(dependent)
+    return ancestors if len(ancestors) == len(graph) else None
 
-    for node in order:
-        if node not in state:
-            cycle = visit(node)
-            if cycle is not None:
-                return cycle
-    return None
+
+def _a_cycle(graph: Mapping[str, list[str]]) -> list[str]:
+    """One cycle ``[a, b, …, a]`` of a graph known to have one, following ``after``."""
+    # Every node left with an unresolved dependency lies on or leads to a cycle,
+    # so walking first dependencies from one of them must revisit a node.
+    remaining = dict(graph)
+    changed = True
+    while changed:  # drop nodes whose dependencies all resolve
+        changed = False
+        for node in list(remaining):
+            if all(d not in remaining for d in remaining[node]):
+                del remaining[node]
+                changed = True
+    start = next(node for node in graph if node in remaining)
+    walk = [start]
+    while True:
+        following = next(d for d in remaining[walk[-1]] if d in remaining)
+        if following in walk:
+            return [*walk[walk.index(following) :], following]
+        walk.append(following)
+
+
+# -- steps -----------------------------------------------------------------
 
 
 def _check_step(ir: WorkflowIR, step: Step, path: Path, scope: _Scope) -> Iterator[Finding]:
@@ -149,8 +224,10 @@ def _check_step(ir: WorkflowIR, step: Step, path: Path, scope: _Scope) -> Iterat
     if not isinstance(step, CallStep):
         return
     yield from scope.check(step.for_each, (*path, "for"))
-    call_scope = scope.inside_call()
+    # Only the input is evaluated per unit and per attempt.
+    call_scope = scope.inside_call(fan_out=step.for_each is not None)
     if step.kind == "http":
+        yield from _check_http(step, (*path, "http"))
         yield from call_scope.check(step.call.input, (*path, "http"))
     else:
         yield from call_scope.check(step.call.input, (*path, "input"))
@@ -159,18 +236,36 @@ def _check_step(ir: WorkflowIR, step: Step, path: Path, scope: _Scope) -> Iterat
     if step.compensate is not None:
         compensate_path = (*path, "compensate")
         yield from _check_task(ir, step.compensate.call.task, (*compensate_path, "task"))
-        # A compensation runs after the execution failed: any step may have
-        # succeeded by then, this one included, but no fan-out unit is bound.
-        every_step = _Scope(ir, visible=scope.all_steps, all_steps=scope.all_steps, attempt=True)
+        # A compensation runs after the execution failed: any main step may
+        # have succeeded by then, this one included; no fan-out unit is bound.
+        every_step = _Scope(ir, frozenset(s.id for s in ir.steps), attempt=True)
         yield from every_step.check(step.compensate.call.input, (*compensate_path, "input"))
 
 
 def _check_task(ir: WorkflowIR, task: str, path: Path) -> Iterator[Finding]:
-    if task not in ir.tasks and task != HTTP_TASK:
+    if task not in ir.tasks:
         yield (
             path,
             f"undeclared task {task!r}{did_you_mean(task, ir.tasks)}; declare it under tasks",
         )
+
+
+def _check_http(step: CallStep, path: Path) -> Iterator[Finding]:
+    request = step.call.input
+    if not isinstance(request, dict):
+        yield path, "the request must be a mapping of method, url, headers, body, timeout"
+        return
+    method = request.get("method")
+    if method not in names.HTTP_METHODS:
+        yield (*path, "method"), f"{method!r} is not one of {', '.join(names.HTTP_METHODS)}"
+    url = request.get("url")
+    if not isinstance(url, str) or (
+        expression_source(url) is None and not url.startswith(("http://", "https://"))
+    ):
+        yield (*path, "url"), "must start with http:// or https:// (or be an expression ${ … })"
+
+
+# -- expressions -----------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -180,14 +275,14 @@ class _Scope:
     ir: WorkflowIR
     visible: frozenset[str]
     """Steps sure to be done (or skipped) before this place runs."""
-    all_steps: frozenset[str]
+    in_finally: bool = False
     item: bool = False
     """Whether ``item`` and ``index`` are bound (inside a ``for`` unit)."""
     attempt: bool = False
     """Whether ``execution.attempt`` is known (inside a dispatched call)."""
 
-    def inside_call(self) -> _Scope:
-        return _Scope(self.ir, self.visible, self.all_steps, self.item, attempt=True)
+    def inside_call(self, fan_out: bool) -> _Scope:
+        return _Scope(self.ir, self.visible, self.in_finally, item=fan_out, attempt=True)
 
     def check(self, template: Any, path: Path) -> Iterator[Finding]:
         for inner, source in iter_expressions(template):
@@ -195,11 +290,14 @@ class _Scope:
             try:
                 expression = compile_expression(source)
             except ExpressionSyntaxError as error:
-                yield where, f"invalid expression: {error}"
+                hint = ""
+                if "${" in source:
+                    hint = "; a string holds one whole expression: join values inside it (a + b)"
+                yield where, f"invalid expression: {error}{hint}"
                 continue
             yield from ((where, message) for message in self._messages(expression.references))
 
-    def _messages(self, references: Any) -> Iterator[str]:
+    def _messages(self, references: References) -> Iterator[str]:
         for name in sorted(references.unknown):
             yield f"undeclared variable {name!r}{did_you_mean(name, self._roots())}"
         if not self.item:
@@ -223,8 +321,19 @@ class _Scope:
                     yield "execution.attempt is only known in the input of a dispatched call"
 
     def _step_messages(self, step_id: str, field: str | None) -> Iterator[str]:
-        if step_id not in self.all_steps:
-            yield f"undeclared step {step_id!r}{did_you_mean(step_id, self.all_steps)}"
+        main = {step.id for step in self.ir.steps}
+        final = {step.id for step in self.ir.finally_steps}
+        if step_id not in main | final:
+            hyphenated = sorted(i for i in main | final if i.startswith(step_id + "-"))
+            if hyphenated:
+                yield (
+                    f"undeclared step {step_id!r}; CEL reads '-' as minus, so write "
+                    f'steps["{hyphenated[0]}"] for the step {hyphenated[0]!r}'
+                )
+            else:
+                yield f"undeclared step {step_id!r}{did_you_mean(step_id, main | final)}"
+        elif step_id in final and not self.in_finally:
+            yield f"step {step_id!r} is a finally step: it runs after the main steps, not before"
         elif step_id not in self.visible:
             yield f"step {step_id!r} does not run before this; add it to after to read it here"
         if field is not None and field not in STEP_FIELDS:

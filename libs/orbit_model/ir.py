@@ -42,6 +42,12 @@ class RetryPolicy(_Frozen):
     non_retryable: tuple[str, ...] = ()
     """Error codes that fail the step at once, sorted."""
 
+    @model_validator(mode="after")
+    def _cap_not_below_start(self) -> RetryPolicy:
+        if self.max_interval_ms < self.initial_interval_ms:
+            raise ValueError("max_interval_ms must not be shorter than initial_interval_ms")
+        return self
+
     def delay_ms(self, failed_attempt: int) -> int:
         """The delay after attempt number ``failed_attempt`` (1-based) failed."""
         delay = self.initial_interval_ms * self.backoff ** (failed_attempt - 1)
@@ -112,9 +118,13 @@ class CallStep(_StepBase):
     compensate: Compensation | None = None
 
     @model_validator(mode="after")
-    def _child_only_for_workflow_steps(self) -> CallStep:
+    def _call_matches_kind(self) -> CallStep:
         if (self.kind == "workflow") != (self.child is not None):
             raise ValueError("a child reference belongs to workflow steps, and they need one")
+        if self.child is not None and self.call.task != WORKFLOW_TASK_PREFIX + self.child.name:
+            raise ValueError(f"a workflow step calls {WORKFLOW_TASK_PREFIX}{self.child.name}")
+        if (self.kind == "http") != (self.call.task == HTTP_TASK):
+            raise ValueError(f"http steps, and only they, call {HTTP_TASK}")
         return self
 
 

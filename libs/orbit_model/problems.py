@@ -3,19 +3,27 @@
 from __future__ import annotations
 
 import difflib
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.yaml_source import Path
 
+_PLAIN_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
 
 def format_path(path: Path) -> str:
-    """``steps[2].retry.max_attempts`` for ``("steps", 2, "retry", "max_attempts")``."""
+    """``steps[2].retry.max_attempts`` for ``("steps", 2, "retry", "max_attempts")``.
+
+    A key with other characters is bracketed: ``tasks['orbit.mail'].version``.
+    """
     text = ""
     for part in path:
         if isinstance(part, int):
             text += f"[{part}]"
+        elif not _PLAIN_KEY.fullmatch(part):
+            text += f"[{part!r}]"
         else:
             text += f".{part}" if text else part
     return text

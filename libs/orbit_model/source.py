@@ -22,7 +22,7 @@ def _version_text(value: Any) -> Any:
     if isinstance(value, int) and not isinstance(value, bool):
         return str(value)
     if isinstance(value, float):
-        raise ValueError(f'{value} reads as a number; quote the version, e.g. "{value}.0"')
+        raise ValueError(f"YAML reads this version as the number {value}; quote it")
     return value
 
 

@@ -104,7 +104,11 @@ def load_yaml(text: str, name: str = "<string>") -> SourceDocument:
         # At the end of the text the parser reports the line after the last.
         last_line = max(1, len(text.splitlines()))
         line = min(mark.line + 1, last_line) if mark is not None else 1
-        raise YamlSourceError(line, (), f"not valid YAML: {error.problem or error}") from None
+        reason = f"not valid YAML: {error.problem or error}"
+        context = error.context_mark
+        if error.context and context is not None and context.line + 1 != line:
+            reason += f" ({error.context} that starts on line {context.line + 1})"
+        raise YamlSourceError(line, (), reason) from None
     except yaml.YAMLError as error:
         raise YamlSourceError(1, (), f"not valid YAML: {error}") from None
     if not nodes or nodes[0] is None:
