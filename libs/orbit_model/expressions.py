@@ -11,6 +11,7 @@ the names an expression reads (``steps.charge``, ``signals.approval``,
 from __future__ import annotations
 
 import datetime
+import math
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -111,7 +112,10 @@ class Expression:
         stdlib.add_stdlib_to_context(context)
         try:
             result = self.program.execute(context)
-        except (KeyError, ValueError, TypeError, RuntimeError, OverflowError) as error:
+        except Exception as error:
+            # The library raises KeyError, TypeError, RuntimeError,
+            # ZeroDivisionError, …, and its Python extension functions may
+            # raise anything; each means this expression failed on this scope.
             raise OrbitError(
                 ErrorCode.EXPRESSION_ERROR, f"${{ {self.source} }}: {_first_line(error)}"
             ) from None
@@ -334,6 +338,10 @@ def _access(tokens: list[_Token], root: int) -> Access | None:
 
 
 def _as_json(value: Any, source: str) -> Any:
+    if isinstance(value, float) and not math.isfinite(value):
+        raise OrbitError(
+            ErrorCode.EXPRESSION_ERROR, f"${{ {source} }}: the result {value} is not a JSON number"
+        )
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, list | tuple):
@@ -352,6 +360,8 @@ def _as_json(value: Any, source: str) -> Any:
 
 
 def _first_line(error: BaseException) -> str:
+    if isinstance(error, KeyError) and error.args:
+        return f"no such key {error.args[0]!r}"
     text = str(error).strip() or type(error).__name__
     return text.splitlines()[0]
 

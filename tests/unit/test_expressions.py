@@ -130,6 +130,11 @@ def test_item_and_index_are_bound_only_inside_a_unit() -> None:
         ('${ duration("1s") }', "the result is a duration"),
         ('${ b"x" }', "the result is bytes"),
         ('${ timestamp("2026-01-01T00:00:00Z") }', "the result is a timestamp"),
+        ("${ 1 / 0 }", "division by zero"),
+        ("${ 1.0 / 0.0 }", "the result inf is not a JSON number"),
+        ('${ double("nan") }', "the result nan is not a JSON number"),
+        ('${ {"a": 1}.b }', "no such key 'b'"),
+        ('${ "abc".substring(5) }', "substring"),
     ],
 )
 def test_evaluation_errors_have_a_code(template: str, message: str) -> None:
