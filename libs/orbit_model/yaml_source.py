@@ -123,6 +123,11 @@ def load_yaml(text: str, name: str = "<string>") -> SourceDocument:
     return SourceDocument(name=name, data=data, lines=builder.lines)
 
 
+#: Most values a document may expand to. Aliases let a few lines stand for
+#: billions of values ("billion laughs"); no workflow comes near this.
+MAX_VALUES = 100_000
+
+
 class _Builder:
     """Walks a composed node tree, producing plain values and recording lines."""
 
@@ -130,6 +135,12 @@ class _Builder:
         self.lines: dict[Path, int] = {}
 
     def value(self, node: yaml.Node, path: Path, active: frozenset[int]) -> Any:
+        if len(self.lines) >= MAX_VALUES:
+            raise YamlSourceError(
+                node.start_mark.line + 1,
+                path,
+                f"the document expands to more than {MAX_VALUES} values (through aliases?)",
+            )
         self.lines.setdefault(path, node.start_mark.line + 1)
         if isinstance(node, yaml.ScalarNode):
             return self._scalar(node, path)

@@ -69,3 +69,15 @@ def test_refuses_what_json_cannot_hold(text: str, line: int, reason: str) -> Non
     with pytest.raises(YamlSourceError, match=reason) as caught:
         load_yaml(text)
     assert caught.value.line == line
+
+
+def test_an_alias_bomb_is_refused_not_expanded() -> None:
+    lines = ["a0: &a0 [x, x, x, x, x, x, x, x, x, x]"]
+    lines += [f"a{n}: &a{n} [*a{n - 1}, *a{n - 1}, *a{n - 1}, *a{n - 1}]" for n in range(1, 30)]
+    with pytest.raises(YamlSourceError, match="expands to more than"):
+        load_yaml("\n".join(lines))
+
+
+def test_deep_nesting_is_a_clear_error() -> None:
+    with pytest.raises(YamlSourceError, match="nesting depth"):
+        load_yaml("a: " + "[" * 5000 + "]" * 5000)
