@@ -126,7 +126,10 @@ class _Builder:
     def step(
         self, step: SourceStep, path: Path, siblings: list[SourceStep], in_finally: bool
     ) -> Step | None:
-        kinds = [kind for kind in STEP_KINDS if _written(step, kind)]
+        for kind in STEP_KINDS:
+            if _field(kind) in step.model_fields_set and getattr(step, _field(kind)) is None:
+                self.problem((*path, kind), f"{kind!r} needs a value")
+        kinds = [kind for kind in STEP_KINDS if getattr(step, _field(kind)) is not None]
         if len(kinds) != 1:
             given = " and ".join(kinds) if kinds else "none"
             self.problem(
@@ -216,6 +219,8 @@ class _Builder:
             assert step.http is not None
             return self.task_call(HTTP_TASK, _http_request(step.http), step, path), None
         assert step.task is not None
+        if not self.user_task(step.task, (*path, "task")):
+            return None, None
         return self.task_call(step.task, _respell(step.input), step, path), None
 
     def task_call(
@@ -265,7 +270,7 @@ class _Builder:
             (attempts_at, "must be at least 1 (1 means no retry)", attempts < 1),
             (backoff_at, "must be at least 1.0", backoff < 1.0),
             (
-                maximum_at or initial_at,
+                _most_specific(maximum_at, initial_at, under=(*path, "retry")),
                 "max_interval must not be shorter than initial_interval",
                 maximum < initial,
             ),
@@ -289,6 +294,14 @@ class _Builder:
             return None
         call = self.task_call(compensate.task, _respell(compensate.input), compensate, path)
         return Compensation(call=call) if call is not None else None
+
+    def user_task(self, task: str, path: Path) -> bool:
+        """Whether a task step may name ``task``: the built-in HTTP task has its own kind."""
+        # Other reserved names are reported on the IR, with the declarations.
+        if task == HTTP_TASK:
+            self.problem(path, f"{HTTP_TASK} is built in: write an http: step to make a request")
+            return False
+        return True
 
     def child(self, reference: str, path: Path) -> ChildRef | None:
         name, at, version = reference.partition("@")
@@ -329,12 +342,20 @@ def _step_output_expression(step_id: str) -> str:
     return canonical_expression(f'steps["{step_id}"].output')
 
 
-def _written(step: SourceStep, kind: str) -> bool:
-    return {"await": "await_"}.get(kind, kind) in step.model_fields_set
+def _field(kind: str) -> str:
+    """The source field of a step kind (``await`` is a Python keyword)."""
+    return {"await": "await_"}.get(kind, kind)
 
 
 def _alias(field: str) -> str:
     return SourceStep.model_fields[field].alias or field
+
+
+def _most_specific(*places: Path, under: Path) -> Path:
+    """The first place written on the step itself, else the first written at all."""
+    written = [place for place in places if place]
+    own = [place for place in written if place[: len(under)] == under]
+    return (own or written or [()])[0]
 
 
 def _article(word: str) -> str:

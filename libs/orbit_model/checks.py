@@ -243,7 +243,9 @@ def _check_step(ir: WorkflowIR, step: Step, path: Path, scope: _Scope) -> Iterat
 
 
 def _check_task(ir: WorkflowIR, task: str, path: Path) -> Iterator[Finding]:
-    if task not in ir.tasks:
+    if task.startswith(names.RESERVED_TASK_PREFIX):
+        yield path, f"{task!r} is reserved for Orbit: a task step or compensation cannot call it"
+    elif task not in ir.tasks:
         yield (
             path,
             f"undeclared task {task!r}{did_you_mean(task, ir.tasks)}; declare it under tasks",
@@ -333,7 +335,7 @@ class _Scope:
             else:
                 yield f"undeclared step {step_id!r}{did_you_mean(step_id, main | final)}"
         elif step_id in final and not self.in_finally:
-            yield f"step {step_id!r} is a finally step: it runs after the main steps, not before"
+            yield f"step {step_id!r} is a finally step, which runs last: it cannot be read here"
         elif step_id not in self.visible:
             yield f"step {step_id!r} does not run before this; add it to after to read it here"
         if field is not None and field not in STEP_FIELDS:

@@ -99,9 +99,7 @@ def definition_from_ir(data: str | bytes | dict[str, Any], file: str = "<ir>") -
             ir = WorkflowIR.model_validate_json(data)
     except ValidationError as error:
         problems = [
-            Problem(
-                file, None, format_path(_without_union_tags(tuple(item["loc"]))), _message(item)
-            )
+            Problem(file, None, format_path(_ir_path(item)), _message(item))
             for item in error.errors()
         ]
         raise DefinitionError(problems) from None
@@ -150,7 +148,8 @@ _EXPECTED = {
     "literal_error": "expected {expected}",
     "too_short": "needs at least {min_length}",
     "greater_than_equal": "must be at least {ge}",
-    "union_tag_invalid": "expected one of {expected_tags}",
+    "union_tag_invalid": "{tag!r} is not one of {expected_tags}",
+    "union_tag_not_found": "missing required key",
 }
 
 
@@ -170,13 +169,21 @@ def _message(item: Any) -> str:
     return message
 
 
-def _without_union_tags(loc: Path) -> Path:
-    """The IR path without pydantic's union branch (``steps.0.sleep.duration_ms``)."""
-    return tuple(
+def _ir_path(item: Any) -> Path:
+    """The IR path of a validation error, without pydantic's union branch.
+
+    Pydantic reports ``steps.0.sleep.duration_ms`` (the branch it tried) and,
+    for a bad ``kind``, the step rather than its ``kind``.
+    """
+    loc: Path = tuple(item["loc"])
+    path = tuple(
         part
         for position, part in enumerate(loc)
         if not (position > 0 and isinstance(loc[position - 1], int) and part in STEP_KINDS)
     )
+    if item["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        path = (*path, str(item.get("ctx", {}).get("discriminator", "kind")).strip("'"))
+    return path
 
 
 def _model_at(model: Any, path: Path) -> type[BaseModel] | None:

@@ -106,8 +106,9 @@ def load_yaml(text: str, name: str = "<string>") -> SourceDocument:
         line = min(mark.line + 1, last_line) if mark is not None else 1
         reason = f"not valid YAML: {error.problem or error}"
         context = error.context_mark
-        if error.context and context is not None and context.line + 1 != line:
-            reason += f" ({error.context} that starts on line {context.line + 1})"
+        context_line = min(context.line + 1, last_line) if context is not None else line
+        if error.context and context_line != line:
+            reason += f" ({error.context} that starts on line {context_line})"
         raise YamlSourceError(line, (), reason) from None
     except yaml.YAMLError as error:
         raise YamlSourceError(1, (), f"not valid YAML: {error}") from None

@@ -1,6 +1,7 @@
 """Whatever it is given, the compiler answers with a definition or a DefinitionError."""
 
 import copy
+import os
 import random
 
 import yaml
@@ -50,7 +51,11 @@ def _outcome(text: str) -> Definition | tuple[Problem, ...]:
         return error.problems
 
 
-SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(
+    max_examples=int(os.environ.get("FUZZ_EXAMPLES", "300")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @SETTINGS

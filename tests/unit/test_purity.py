@@ -24,6 +24,7 @@ ALLOWED_IMPORTS = {
     "hashlib",
     "importlib",
     "json",
+    "math",
     "re",
     "sys",
     "types",
