@@ -13,9 +13,23 @@ from enum import StrEnum
 class ErrorCode(StrEnum):
     """Stable, documented error codes, each with its HTTP status."""
 
+    # requests
     INVALID_DEFINITION = "INVALID_DEFINITION"
     INVALID_INPUT = "INVALID_INPUT"
+    UNKNOWN_SIGNAL = "UNKNOWN_SIGNAL"
+    SIGNAL_PAYLOAD_INVALID = "SIGNAL_PAYLOAD_INVALID"
+    EXECUTION_FINISHED = "EXECUTION_FINISHED"
+    UNKNOWN_QUERY = "UNKNOWN_QUERY"
+    QUERY_FAILED = "QUERY_FAILED"
+    # outcomes of steps and executions (carried in TaskFailure.code)
     EXPRESSION_ERROR = "EXPRESSION_ERROR"
+    TIMEOUT = "TIMEOUT"
+    SCHEDULE_TIMEOUT = "SCHEDULE_TIMEOUT"
+    HEARTBEAT_TIMEOUT = "HEARTBEAT_TIMEOUT"
+    INPUT_CONTRACT_VIOLATION = "INPUT_CONTRACT_VIOLATION"
+    OUTPUT_CONTRACT_VIOLATION = "OUTPUT_CONTRACT_VIOLATION"
+    LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
+    INVALID_FAN_OUT = "INVALID_FAN_OUT"
 
     @property
     def http_status(self) -> int:
@@ -26,7 +40,19 @@ class ErrorCode(StrEnum):
 _HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.INVALID_DEFINITION: 400,
     ErrorCode.INVALID_INPUT: 400,
+    ErrorCode.UNKNOWN_SIGNAL: 404,
+    ErrorCode.SIGNAL_PAYLOAD_INVALID: 422,
+    ErrorCode.EXECUTION_FINISHED: 409,
+    ErrorCode.UNKNOWN_QUERY: 404,
+    ErrorCode.QUERY_FAILED: 422,
     ErrorCode.EXPRESSION_ERROR: 422,
+    ErrorCode.TIMEOUT: 504,
+    ErrorCode.SCHEDULE_TIMEOUT: 504,
+    ErrorCode.HEARTBEAT_TIMEOUT: 504,
+    ErrorCode.INPUT_CONTRACT_VIOLATION: 422,
+    ErrorCode.OUTPUT_CONTRACT_VIOLATION: 422,
+    ErrorCode.LIMIT_EXCEEDED: 422,
+    ErrorCode.INVALID_FAN_OUT: 422,
 }
 
 

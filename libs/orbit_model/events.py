@@ -1,0 +1,257 @@
+"""The events of an execution's history: one frozen model per kind, one union.
+
+An execution is nothing but its events. Each names the *unit* it concerns:
+
+- ``charge``: a step with one unit;
+- ``ship[3]``: the fourth unit of the ``for`` step ``ship`` (``ship`` itself
+  is the step's own record: its fan-out and its combined outcome);
+- ``compensate:reserve``: the compensation of step ``reserve``;
+- ``finally:unlock``: the cleanup step ``unlock``.
+
+Events carry only what :func:`orbit_model.state.evolve` uses; everything
+else (timestamps, the sequence number) belongs to the store's envelope.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+
+CompensationOutcome = Literal["none", "completed", "failed"]
+AbortCause = Literal["failed", "cancelled", "timed_out"]
+
+
+class _Event(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class TaskFailure(BaseModel):
+    """Why an attempt, a step or an execution failed: an error as a value."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    code: str
+    message: str
+    retryable: bool = True
+    """False when the worker (or Orbit) says trying again cannot help."""
+    details: JsonValue = None
+
+
+class WorkflowCreated(_Event):
+    """Seq 1: the execution exists. Its unique key makes starting idempotent."""
+
+    type: Literal["WorkflowCreated"] = "WorkflowCreated"
+    execution_id: str
+    workflow: str
+    version: str
+    definition_hash: str
+    input: JsonValue = None
+    """The input, already checked against the schema, with defaults applied."""
+    parent: str | None = None
+    """``EXECUTION_ID:UNIT`` of the parent step, for a child workflow."""
+
+
+class WorkflowStarted(_Event):
+    type: Literal["WorkflowStarted"] = "WorkflowStarted"
+    deadline_at: int | None = None
+    """Epoch milliseconds of the workflow timeout, if it has one."""
+
+
+class StepScheduled(_Event):
+    """A unit will run: its input is evaluated and fixed."""
+
+    type: Literal["StepScheduled"] = "StepScheduled"
+    unit: str
+    input: JsonValue = None
+
+
+class StepFanOut(_Event):
+    """A ``for`` step's list was evaluated: it has this many units."""
+
+    type: Literal["StepFanOut"] = "StepFanOut"
+    unit: str
+    items: list[JsonValue]
+
+
+class StepDispatched(_Event):
+    """An attempt of a unit is sent to a task queue."""
+
+    type: Literal["StepDispatched"] = "StepDispatched"
+    unit: str
+    attempt: int
+    token: str
+    """Names this delivery; a result quotes it."""
+    redelivery: bool = False
+    """The previous delivery of this attempt was lost; the worker may have run it."""
+    timeout_at: int | None = None
+    """Epoch ms by which the attempt's result must arrive (step ``timeout``)."""
+
+
+class StepSucceeded(_Event):
+    type: Literal["StepSucceeded"] = "StepSucceeded"
+    unit: str
+    output: JsonValue = None
+    attempt: int = 0
+    signal: int | None = None
+    """For an ``await`` unit: the position of the buffered signal it took."""
+
+
+class StepAttemptFailed(_Event):
+    type: Literal["StepAttemptFailed"] = "StepAttemptFailed"
+    unit: str
+    attempt: int
+    error: TaskFailure
+
+
+class StepAttemptUncertain(_Event):
+    """The worker running an attempt was lost: it may or may not have run it."""
+
+    type: Literal["StepAttemptUncertain"] = "StepAttemptUncertain"
+    unit: str
+    token: str
+    reason: str
+
+
+class RetryScheduled(_Event):
+    type: Literal["RetryScheduled"] = "RetryScheduled"
+    unit: str
+    next_attempt: int
+    due_at: int
+
+
+class StepFailed(_Event):
+    """A unit failed for good (its retries spent, or not retryable)."""
+
+    type: Literal["StepFailed"] = "StepFailed"
+    unit: str
+    error: TaskFailure
+
+
+class StepSkipped(_Event):
+    type: Literal["StepSkipped"] = "StepSkipped"
+    unit: str
+    reason: str
+
+
+class StepCancelled(_Event):
+    """An unresolved unit was abandoned because the execution is stopping."""
+
+    type: Literal["StepCancelled"] = "StepCancelled"
+    unit: str
+
+
+class TimerStarted(_Event):
+    """A ``sleep`` unit's durable timer."""
+
+    type: Literal["TimerStarted"] = "TimerStarted"
+    unit: str
+    due_at: int
+
+
+class TimerFired(_Event):
+    type: Literal["TimerFired"] = "TimerFired"
+    key: str
+    """The timer's key, as listed by :attr:`ExecutionState.timers`."""
+
+
+class SignalReceived(_Event):
+    type: Literal["SignalReceived"] = "SignalReceived"
+    name: str
+    payload: JsonValue = None
+
+
+class CancelRequested(_Event):
+    type: Literal["CancelRequested"] = "CancelRequested"
+    reason: str = ""
+
+
+class LimitExceeded(_Event):
+    type: Literal["LimitExceeded"] = "LimitExceeded"
+    limit: str
+    message: str
+
+
+class StaleResultIgnored(_Event):
+    """A result for a unit that is already resolved, or for a token never issued."""
+
+    type: Literal["StaleResultIgnored"] = "StaleResultIgnored"
+    unit: str
+    token: str
+    reason: str
+
+
+class CompensationStarted(_Event):
+    """The execution stops: no new work; compensations, then ``finally``, then the end."""
+
+    type: Literal["CompensationStarted"] = "CompensationStarted"
+    cause: AbortCause
+    error: TaskFailure | None = None
+
+
+class WorkflowCompleted(_Event):
+    type: Literal["WorkflowCompleted"] = "WorkflowCompleted"
+    output: JsonValue = None
+
+
+class WorkflowFailed(_Event):
+    type: Literal["WorkflowFailed"] = "WorkflowFailed"
+    error: TaskFailure
+    compensation: CompensationOutcome = "none"
+
+
+class WorkflowCancelled(_Event):
+    type: Literal["WorkflowCancelled"] = "WorkflowCancelled"
+    reason: str = ""
+    compensation: CompensationOutcome = "none"
+
+
+class WorkflowTimedOut(_Event):
+    type: Literal["WorkflowTimedOut"] = "WorkflowTimedOut"
+    compensation: CompensationOutcome = "none"
+
+
+Event = Annotated[
+    WorkflowCreated
+    | WorkflowStarted
+    | StepScheduled
+    | StepFanOut
+    | StepDispatched
+    | StepSucceeded
+    | StepAttemptFailed
+    | StepAttemptUncertain
+    | RetryScheduled
+    | StepFailed
+    | StepSkipped
+    | StepCancelled
+    | TimerStarted
+    | TimerFired
+    | SignalReceived
+    | CancelRequested
+    | LimitExceeded
+    | StaleResultIgnored
+    | CompensationStarted
+    | WorkflowCompleted
+    | WorkflowFailed
+    | WorkflowCancelled
+    | WorkflowTimedOut,
+    Field(discriminator="type"),
+]
+
+_EVENT = TypeAdapter(Event)
+_EVENTS = TypeAdapter(list[Event])
+
+
+def event_from_json(data: str | bytes) -> Event:
+    """Decode one event from the JSON that :func:`event_to_json` wrote."""
+    return _EVENT.validate_json(data)
+
+
+def events_from_json(data: str | bytes) -> list[Event]:
+    """Decode a JSON list of events."""
+    return _EVENTS.validate_json(data)
+
+
+def event_to_json(event: Event) -> str:
+    """The event as JSON, with its ``type`` tag (unset fields left out)."""
+    return event.model_dump_json(exclude_defaults=False)

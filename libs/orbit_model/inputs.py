@@ -1,0 +1,186 @@
+"""What the world tells an execution, turned into events.
+
+The services call these when something arrives for an execution (a start,
+a task result, a signal, a cancel, a timer firing, a lost worker); each
+checks the input against the state and the definition and returns the events
+to append, or raises an :class:`OrbitError` whose code a client sees. After
+appending, the caller runs :func:`orbit_model.decider.decide_until_stable`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from orbit_model.contracts import contract_for
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.events import (
+    CancelRequested,
+    Event,
+    SignalReceived,
+    StaleResultIgnored,
+    StepAttemptFailed,
+    StepAttemptUncertain,
+    StepSucceeded,
+    TaskFailure,
+    TimerFired,
+    WorkflowCreated,
+)
+from orbit_model.ir import CallStep, Step, WorkflowIR
+from orbit_model.state import ExecutionState, UnitStatus
+from orbit_model.units import parse_unit
+
+
+def start_execution(
+    definition: WorkflowIR,
+    definition_hash: str,
+    execution_id: str,
+    input: Any = None,
+    parent: str | None = None,
+) -> WorkflowCreated:
+    """The first event of a new execution, its input checked and defaults applied.
+
+    Raises:
+        OrbitError: ``INVALID_INPUT`` naming the JSON path of each bad value.
+    """
+    value = input if input is not None else ({} if definition.input_schema is not None else None)
+    if definition.input_schema is not None:
+        value = contract_for(definition.input_schema).apply(value, "the execution input")
+    return WorkflowCreated(
+        execution_id=execution_id,
+        workflow=definition.name,
+        version=definition.version,
+        definition_hash=definition_hash,
+        input=value,
+        parent=parent,
+    )
+
+
+def accept_result(
+    state: ExecutionState,
+    definition: WorkflowIR,
+    token: str,
+    output: Any = None,
+    error: TaskFailure | None = None,
+) -> list[Event]:
+    """Record a worker's result for the delivery ``token``.
+
+    A success is accepted from any delivery of a unit not yet resolved (the
+    work really happened); a failure only from the delivery in flight. An
+    output that breaks the task's contract fails the attempt with
+    ``OUTPUT_CONTRACT_VIOLATION``. Anything else is recorded as stale.
+    """
+    key = state.unit_of_token(token)
+    if key is None or state.terminal:
+        return []  # not this execution's, or nothing can change any more
+    unit = state.unit(key)
+    attempt = unit.tokens[token]
+    if unit.status.resolved:
+        return [StaleResultIgnored(unit=key, token=token, reason="the unit is already resolved")]
+    if error is not None:
+        if token != unit.token:
+            reason = "a failure of a delivery that is no longer in flight"
+            return [StaleResultIgnored(unit=key, token=token, reason=reason)]
+        return [StepAttemptFailed(unit=key, attempt=attempt, error=error)]
+    contract = _output_contract(definition, key)
+    if contract is not None:
+        try:
+            output = contract_for(contract).apply(output, "the task output")
+        except OrbitError as violation:
+            failed = TaskFailure(
+                code=ErrorCode.OUTPUT_CONTRACT_VIOLATION.value,
+                message=violation.message,
+                retryable=False,
+            )
+            if token != unit.token:
+                reason = "a broken output of a delivery no longer in flight"
+                return [StaleResultIgnored(unit=key, token=token, reason=reason)]
+            return [StepAttemptFailed(unit=key, attempt=attempt, error=failed)]
+    return [StepSucceeded(unit=key, output=output, attempt=attempt)]
+
+
+def _output_contract(definition: WorkflowIR, key: str) -> Any:
+    parsed = parse_unit(key)
+    step: Step
+    if parsed.role == "finally":
+        step = next(s for s in definition.finally_steps if s.id == parsed.step)
+    else:
+        step = definition.step(parsed.step)
+    if not isinstance(step, CallStep):
+        return None
+    call = step.compensate.call if parsed.role == "compensate" and step.compensate else step.call
+    contract = definition.tasks.get(call.task)
+    return contract.output_schema if contract is not None else None
+
+
+def accept_signal(
+    state: ExecutionState, definition: WorkflowIR, name: str, payload: Any = None
+) -> list[Event]:
+    """Buffer a signal, its payload checked against its schema (defaults applied).
+
+    Raises:
+        OrbitError: ``EXECUTION_FINISHED``, ``UNKNOWN_SIGNAL`` or ``SIGNAL_PAYLOAD_INVALID``.
+    """
+    _must_be_running(state)
+    if name not in definition.signals:
+        known = ", ".join(sorted(definition.signals)) or "none"
+        raise OrbitError(
+            ErrorCode.UNKNOWN_SIGNAL, f"{definition.name} has no signal {name!r} (it has: {known})"
+        )
+    schema = definition.signals[name]
+    if schema is not None:
+        try:
+            payload = contract_for(schema).apply(payload, f"the payload of signal {name!r}")
+        except OrbitError as error:
+            raise OrbitError(ErrorCode.SIGNAL_PAYLOAD_INVALID, error.message) from None
+    return [SignalReceived(name=name, payload=payload)]
+
+
+def accept_cancel(state: ExecutionState, reason: str = "") -> list[Event]:
+    """Ask the execution to stop; a second request adds nothing.
+
+    Raises:
+        OrbitError: ``EXECUTION_FINISHED``.
+    """
+    _must_be_running(state)
+    if state.cancel_reason is not None or state.abort is not None:
+        return []
+    return [CancelRequested(reason=reason)]
+
+
+def accept_timer(state: ExecutionState, key: str, now: int) -> list[Event]:
+    """Fire a timer that is still wanted and due; a late or repeated firing adds nothing."""
+    due = state.timers.get(key)
+    if due is None or due > now:
+        return []
+    return [TimerFired(key=key)]
+
+
+def accept_lost_delivery(state: ExecutionState, token: str, reason: str) -> list[Event]:
+    """The worker holding delivery ``token`` is gone: its attempt becomes uncertain."""
+    key = state.unit_of_token(token)
+    if key is None or state.terminal:
+        return []
+    unit = state.unit(key)
+    if unit.status is not UnitStatus.DISPATCHED or unit.token != token:
+        return []
+    return [StepAttemptUncertain(unit=key, token=token, reason=reason)]
+
+
+def accept_attempt_timeout(state: ExecutionState, token: str, code: ErrorCode) -> list[Event]:
+    """A queue or heartbeat deadline of delivery ``token`` passed (seen by the dispatcher)."""
+    key = state.unit_of_token(token)
+    if key is None or state.terminal:
+        return []
+    unit = state.unit(key)
+    if unit.status is not UnitStatus.DISPATCHED or unit.token != token:
+        return []
+    what = "in the queue" if code is ErrorCode.SCHEDULE_TIMEOUT else "without a heartbeat"
+    error = TaskFailure(code=code.value, message=f"the attempt waited too long {what}")
+    return [StepAttemptFailed(unit=key, attempt=unit.attempt, error=error)]
+
+
+def _must_be_running(state: ExecutionState) -> None:
+    if state.terminal:
+        raise OrbitError(
+            ErrorCode.EXECUTION_FINISHED, f"execution {state.execution_id} is {state.status}"
+        )

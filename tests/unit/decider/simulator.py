@@ -1,0 +1,185 @@
+"""A pure in-memory Orbit: the decider driven by a virtual clock and fake workers.
+
+Workers are functions of ``(input, delivery)``. Each returns the output, or
+raises :class:`Fail` (a task error), :class:`Hang` (never answers) or
+:class:`Crash` (the worker is lost mid-task). The simulator appends exactly
+what the services will append: the events of :mod:`orbit_model.inputs`,
+then :func:`decide_until_stable`'s, and it checks on every event that the
+fold accepts it and that replaying the history gives the same state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from orbit_model import compile_definition
+from orbit_model.decider import Limits, decide, decide_until_stable
+from orbit_model.events import Event, StepDispatched, TaskFailure
+from orbit_model.inputs import (
+    accept_cancel,
+    accept_lost_delivery,
+    accept_result,
+    accept_signal,
+    accept_timer,
+    start_execution,
+)
+from orbit_model.ir import WorkflowIR
+from orbit_model.state import ExecutionState, UnitStatus, evolve, replay
+
+
+class Fail(Exception):
+    def __init__(self, code: str, message: str = "failed", retryable: bool = True) -> None:
+        super().__init__(message)
+        self.failure = TaskFailure(code=code, message=message, retryable=retryable)
+
+
+class Hang(Exception):
+    """The worker never answers."""
+
+
+class Crash(Exception):
+    """The worker is lost while it holds the task."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    unit: str
+    attempt: int
+    token: str
+    redelivery: bool
+    input: Any
+
+
+Worker = Callable[[Any, Delivery], Any]
+
+
+@dataclass
+class Simulator:
+    definition: WorkflowIR
+    workers: dict[str, Worker]
+    limits: Limits = field(default_factory=Limits)
+    now: int = 1_000_000
+    history: list[Event] = field(default_factory=list)
+    state: ExecutionState = field(default_factory=ExecutionState)
+    deliveries: list[Delivery] = field(default_factory=list)
+    """Every delivery a worker received, in order."""
+
+    @classmethod
+    def from_yaml(cls, text: str, workers: dict[str, Worker], **options: Any) -> Simulator:
+        return cls(compile_definition(text).ir, workers, **options)
+
+    # -- driving -----------------------------------------------------------
+
+    def append(self, events: list[Event]) -> None:
+        for event in events:
+            self.state = evolve(self.state, event)
+            self.history.append(event)
+
+    def settle(self) -> list[Event]:
+        before = len(self.history)
+        state, events = decide_until_stable(self.state, self.definition, self.now, self.limits)
+        self.append(events)
+        assert self.state == state
+        assert decide(self.state, self.definition, self.now, self.limits) == []
+        return self.history[before:]
+
+    def start(self, input: Any = None, execution_id: str = "e-1") -> None:
+        self.append([start_execution(self.definition, "sha256:test", execution_id, input)])
+        self.settle()
+
+    def signal(self, name: str, payload: Any = None) -> None:
+        self.append(accept_signal(self.state, self.definition, name, payload))
+        self.settle()
+
+    def cancel(self, reason: str = "") -> None:
+        self.append(accept_cancel(self.state, reason))
+        self.settle()
+
+    def pending_deliveries(self) -> list[StepDispatched]:
+        """Dispatched deliveries still in flight, oldest first."""
+        in_flight = {unit.token for unit in self.state.units.values() if unit.token}
+        seen: dict[str, StepDispatched] = {}
+        for event in self.history:
+            if isinstance(event, StepDispatched) and event.token in in_flight:
+                seen[event.token] = event
+        return list(seen.values())
+
+    def work(self) -> bool:
+        """Let workers answer every delivery in flight; whether anything happened."""
+        progressed = False
+        hung = getattr(self, "_hung", set())
+        self._hung = hung
+        for dispatched in self.pending_deliveries():
+            if dispatched.token in hung:
+                continue
+            unit = self.state.units[dispatched.unit]
+            task = self._task_of(dispatched.unit)
+            delivery = Delivery(
+                dispatched.unit,
+                dispatched.attempt,
+                dispatched.token,
+                dispatched.redelivery,
+                unit.input,
+            )
+            self.deliveries.append(delivery)
+            worker = self.workers[task]
+            try:
+                output = worker(unit.input, delivery)
+            except Fail as failure:
+                events = accept_result(
+                    self.state, self.definition, delivery.token, error=failure.failure
+                )
+            except Hang:
+                hung.add(delivery.token)
+                continue
+            except Crash:
+                events = accept_lost_delivery(self.state, delivery.token, "worker lost")
+            else:
+                events = accept_result(self.state, self.definition, delivery.token, output=output)
+            self.append(events)
+            self.settle()
+            progressed = True
+        return progressed
+
+    def advance_to_next_timer(self) -> bool:
+        timers = self.state.timers
+        if not timers:
+            return False
+        key, due = min(timers.items(), key=lambda item: (item[1], item[0]))
+        self.now = max(self.now, due)
+        self.append(accept_timer(self.state, key, self.now))
+        self.settle()
+        return True
+
+    def run(self, max_steps: int = 10_000) -> ExecutionState:
+        """Work and fire timers until the execution ends or nothing can happen."""
+        for _ in range(max_steps):
+            if self.state.terminal:
+                break
+            if self.work():
+                continue
+            if not self.advance_to_next_timer():
+                break
+        assert replay(self.history) == self.state
+        return self.state
+
+    # -- looking -----------------------------------------------------------
+
+    def _task_of(self, unit_key: str) -> str:
+        from orbit_model.units import parse_unit
+
+        parsed = parse_unit(unit_key)
+        if parsed.role == "finally":
+            step = next(s for s in self.definition.finally_steps if s.id == parsed.step)
+        else:
+            step = self.definition.step(parsed.step)
+        call = step.compensate.call if parsed.role == "compensate" else step.call  # type: ignore[union-attr]
+        return call.task
+
+    def types(self) -> list[str]:
+        return [event.type for event in self.history]
+
+    def unit_status(self, key: str) -> UnitStatus:
+        return self.state.unit(key).status
