@@ -297,7 +297,9 @@ class _Scope:
                     hint = "; a string holds one whole expression: join values inside it (a + b)"
                 yield where, f"invalid expression: {error}{hint}"
                 continue
-            yield from ((where, message) for message in self._messages(expression.references))
+            # dict.fromkeys: one report per message, though a step is read twice.
+            messages = dict.fromkeys(self._messages(expression.references))
+            yield from ((where, message) for message in messages)
 
     def _messages(self, references: References) -> Iterator[str]:
         for name in sorted(references.unknown):

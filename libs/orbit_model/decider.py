@@ -183,6 +183,9 @@ class _Round:
         self.ir = definition
         self.now = now
         self.limits = limits
+        # Signals taken by an await earlier in this round: the state does not show
+        # them as taken until the round's events are folded in.
+        self.signals_taken: set[int] = set()
 
     def events(self) -> list[Event]:
         state = self.state
@@ -493,7 +496,12 @@ class _Round:
 
     def _react_await(self, key: str, step: AwaitStep, unit: UnitState) -> Iterator[Event]:
         for position, signal in enumerate(self.state.signals):
-            if signal.name == step.signal and signal.taken_by is None:
+            if (
+                signal.name == step.signal
+                and signal.taken_by is None
+                and position not in self.signals_taken
+            ):
+                self.signals_taken.add(position)
                 yield StepSucceeded(unit=key, output=signal.payload, signal=position)
                 return
         if unit.timer_fired:

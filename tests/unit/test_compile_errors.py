@@ -2686,8 +2686,8 @@ def test_lines_in_a_full_example() -> None:
         "wf.yaml:64: steps[2].compensate.task: undeclared task 'refund'"
         " (did you mean 'refund-card'?); declare it under tasks",
         "wf.yaml:71: steps[3].input: undeclared variable 'items' (did you mean 'item'?)",
-        "wf.yaml:87: steps[6].http.body.invoice: step 'invoice' does not run before this;"
+        "wf.yaml:88: steps[6].http.body.invoice: step 'invoice' does not run before this;"
         " add it to after to read it here",
-        "wf.yaml:89: steps[6].after[1]: undeclared step 'invoic' among the steps"
+        "wf.yaml:90: steps[6].after[1]: undeclared step 'invoic' among the steps"
         " (did you mean 'invoice'?)",
     ]

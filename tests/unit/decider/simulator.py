@@ -16,8 +16,10 @@ from typing import Any
 
 from orbit_model import compile_definition
 from orbit_model.decider import Limits, decide, decide_until_stable
+from orbit_model.errors import ErrorCode
 from orbit_model.events import Event, StepDispatched, TaskFailure
 from orbit_model.inputs import (
+    accept_attempt_timeout,
     accept_cancel,
     accept_lost_delivery,
     accept_result,
@@ -27,6 +29,7 @@ from orbit_model.inputs import (
 )
 from orbit_model.ir import WorkflowIR
 from orbit_model.state import ExecutionState, UnitStatus, evolve, replay
+from orbit_model.units import parse_unit
 
 
 class Fail(Exception):
@@ -96,6 +99,40 @@ class Simulator:
     def cancel(self, reason: str = "") -> None:
         self.append(accept_cancel(self.state, reason))
         self.settle()
+
+    # -- one input at a time (each returns the events it appended) ----------
+
+    def result(
+        self, token: str, output: Any = None, error: TaskFailure | None = None
+    ) -> list[Event]:
+        """One worker result for delivery ``token``, then the decider's rounds."""
+        before = len(self.history)
+        self.append(accept_result(self.state, self.definition, token, output=output, error=error))
+        self.settle()
+        return self.history[before:]
+
+    def fire(self, key: str, at: int | None = None) -> list[Event]:
+        """The timer service fires ``key`` at ``at`` (default: now), then the decider's rounds."""
+        before = len(self.history)
+        if at is not None:
+            self.now = at
+        self.append(accept_timer(self.state, key, self.now))
+        self.settle()
+        return self.history[before:]
+
+    def lose(self, token: str, reason: str = "worker lost") -> list[Event]:
+        """The worker holding ``token`` is gone, then the decider's rounds."""
+        before = len(self.history)
+        self.append(accept_lost_delivery(self.state, token, reason))
+        self.settle()
+        return self.history[before:]
+
+    def attempt_timeout(self, token: str, code: ErrorCode) -> list[Event]:
+        """A queue or heartbeat deadline of ``token`` passed, then the decider's rounds."""
+        before = len(self.history)
+        self.append(accept_attempt_timeout(self.state, token, code))
+        self.settle()
+        return self.history[before:]
 
     def pending_deliveries(self) -> list[StepDispatched]:
         """Dispatched deliveries still in flight, oldest first."""
@@ -168,8 +205,6 @@ class Simulator:
     # -- looking -----------------------------------------------------------
 
     def _task_of(self, unit_key: str) -> str:
-        from orbit_model.units import parse_unit
-
         parsed = parse_unit(unit_key)
         if parsed.role == "finally":
             step = next(s for s in self.definition.finally_steps if s.id == parsed.step)
