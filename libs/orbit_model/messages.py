@@ -1,0 +1,300 @@
+"""The bodies of every message Orbit sends over RabbitMQ.
+
+Each is a frozen pydantic model with a ``type`` tag and a schema version
+``v``, serialised as JSON. A consumer decodes through one of the unions below
+and treats anything it cannot decode as poison (dead-lettered, never
+retried). Unknown fields are ignored, so a newer sender can add fields
+without breaking an older consumer; a change of meaning bumps ``v``.
+
+The flows (see ``docs/protocol.md``):
+
+- clients -> ``commands``: :class:`StartExecution`, :class:`SignalExecution`,
+  :class:`CancelExecution`, answered with a :class:`CommandReply` on
+  ``reply_to`` when one is given;
+- anything -> ``decider`` (routed by execution id): :class:`Wake`,
+  :class:`TaskResult`, :class:`TimerDue`, :class:`DeliveryLost`;
+- decider -> ``dispatch``: :class:`DispatchTask`;
+- dispatcher -> a task queue: :class:`TaskAssignment`;
+- workers <-> ``control`` (request and reply): :class:`RegisterWorker`,
+  :class:`Heartbeat`, :class:`UnregisterWorker`, answered with
+  :class:`Registration`, :class:`HeartbeatReply` or :class:`ControlError`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, TypeVar
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
+
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.events import TaskFailure
+
+SCHEMA_VERSION: Literal[1] = 1
+
+T = TypeVar("T")
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    v: Literal[1] = SCHEMA_VERSION
+
+
+# -- commands (clients -> gateway) ------------------------------------------
+
+
+class StartExecution(_Message):
+    """Start an execution; idempotent when ``execution_id`` is given."""
+
+    type: Literal["StartExecution"] = "StartExecution"
+    workflow: str
+    version: str | None = None
+    """None: the highest registered version."""
+    input: JsonValue = None
+    execution_id: str | None = None
+
+
+class SignalExecution(_Message):
+    type: Literal["SignalExecution"] = "SignalExecution"
+    execution_id: str
+    name: str
+    payload: JsonValue = None
+
+
+class CancelExecution(_Message):
+    type: Literal["CancelExecution"] = "CancelExecution"
+    execution_id: str
+    reason: str = ""
+
+
+class ErrorBody(BaseModel):
+    """An error as clients see it: the same shape as the HTTP API's."""
+
+    model_config = ConfigDict(frozen=True)
+
+    code: str
+    message: str
+
+
+class CommandReply(_Message):
+    """The answer to a command, sent to its ``reply_to`` with its correlation id."""
+
+    type: Literal["CommandReply"] = "CommandReply"
+    ok: bool
+    result: JsonValue = None
+    """For a start ``{execution_id, created}``; for a signal ``{seq}``; for a cancel ``{}``."""
+    error: ErrorBody | None = None
+
+
+Command = Annotated[StartExecution | SignalExecution | CancelExecution, Field(discriminator="type")]
+
+
+# -- decider inputs (routed by execution id) --------------------------------
+
+
+class Wake(_Message):
+    """Something was appended to the execution: decide again."""
+
+    type: Literal["Wake"] = "Wake"
+    execution_id: str
+
+
+class TaskResult(_Message):
+    """A worker's answer to one :class:`TaskAssignment`: an output or an error."""
+
+    type: Literal["TaskResult"] = "TaskResult"
+    execution_id: str
+    token: str
+    output: JsonValue = None
+    error: TaskFailure | None = None
+    worker_id: str | None = None
+
+
+class TimerDue(_Message):
+    """A timer of the execution is due (sent by the timer service)."""
+
+    type: Literal["TimerDue"] = "TimerDue"
+    execution_id: str
+    key: str
+
+
+class DeliveryLost(_Message):
+    """The worker holding ``token`` is gone; the attempt is uncertain."""
+
+    type: Literal["DeliveryLost"] = "DeliveryLost"
+    execution_id: str
+    token: str
+    reason: str = "worker lost"
+
+
+DeciderInput = Annotated[Wake | TaskResult | TimerDue | DeliveryLost, Field(discriminator="type")]
+
+
+# -- dispatch (decider -> dispatcher -> workers) ----------------------------
+
+
+class Route(BaseModel):
+    """Where a worker publishes its result: an exchange and a routing key."""
+
+    model_config = ConfigDict(frozen=True)
+
+    exchange: str
+    routing_key: str
+
+
+class DispatchTask(_Message):
+    """A step the decider dispatched, to be forwarded to its task queue."""
+
+    type: Literal["DispatchTask"] = "DispatchTask"
+    execution_id: str
+    workflow: str
+    unit: str
+    task: str
+    task_version: str
+    token: str
+    attempt: int
+    idempotency_key: str
+    redelivery: bool = False
+    input: JsonValue = None
+    result_route: Route
+
+
+class TaskAssignment(_Message):
+    """One attempt of a task, as a worker receives it."""
+
+    type: Literal["TaskAssignment"] = "TaskAssignment"
+    execution_id: str
+    workflow: str
+    unit: str
+    task: str
+    task_version: str
+    token: str
+    """Names this delivery; the result must carry it back."""
+    attempt: int
+    idempotency_key: str
+    """``EXECUTION_ID:UNIT``: the same for every attempt and redelivery of the unit."""
+    redelivery: bool = False
+    """True when an earlier delivery of this attempt may have run (its worker was lost)."""
+    input: JsonValue = None
+    result_route: Route
+
+
+# -- worker control (request and reply) -------------------------------------
+
+
+class ContractAnnouncement(BaseModel):
+    """A task a worker serves, with the JSON Schemas of its input and output."""
+
+    model_config = ConfigDict(frozen=True)
+
+    task: str
+    version: str
+    input_schema: JsonValue = None
+    output_schema: JsonValue = None
+
+
+class RegisterWorker(_Message):
+    type: Literal["RegisterWorker"] = "RegisterWorker"
+    worker_id: str
+    runtime: str = "python"
+    sdk: str | None = None
+    contracts: tuple[ContractAnnouncement, ...]
+
+
+class Heartbeat(_Message):
+    type: Literal["Heartbeat"] = "Heartbeat"
+    session_id: str
+    inflight: tuple[str, ...] = ()
+    """Tokens of the tasks the worker holds now."""
+
+
+class UnregisterWorker(_Message):
+    type: Literal["UnregisterWorker"] = "UnregisterWorker"
+    session_id: str
+
+
+ControlRequest = Annotated[
+    RegisterWorker | Heartbeat | UnregisterWorker, Field(discriminator="type")
+]
+
+
+class Registration(_Message):
+    type: Literal["Registration"] = "Registration"
+    session_id: str
+    heartbeat_interval_ms: int
+    session_timeout_ms: int
+    task_queues: dict[str, str]
+    """``task@version`` to the name of the queue the worker consumes."""
+    warnings: tuple[str, ...] = ()
+
+
+class HeartbeatReply(_Message):
+    type: Literal["HeartbeatReply"] = "HeartbeatReply"
+    cancel: tuple[str, ...] = ()
+    """Tokens whose tasks should stop (cancelled, timed out or superseded)."""
+
+
+class ControlError(_Message):
+    type: Literal["ControlError"] = "ControlError"
+    error: ErrorBody
+
+
+ControlReply = Annotated[Registration | HeartbeatReply | ControlError, Field(discriminator="type")]
+
+
+# -- decoding ---------------------------------------------------------------
+
+_COMMAND: TypeAdapter[Command] = TypeAdapter(Command)
+_DECIDER_INPUT: TypeAdapter[DeciderInput] = TypeAdapter(DeciderInput)
+_CONTROL_REQUEST: TypeAdapter[ControlRequest] = TypeAdapter(ControlRequest)
+_CONTROL_REPLY: TypeAdapter[ControlReply] = TypeAdapter(ControlReply)
+
+
+class MalformedMessage(OrbitError):
+    """A message body that is not what its queue carries: poison, never retried."""
+
+    def __init__(self, what: str, error: ValidationError | ValueError) -> None:
+        detail = error.errors()[0]["msg"] if isinstance(error, ValidationError) else str(error)
+        super().__init__(ErrorCode.INVALID_REQUEST, f"not a valid {what}: {detail}")
+
+
+def _decode(adapter: TypeAdapter[T], body: bytes, what: str) -> T:
+    try:
+        return adapter.validate_json(body)
+    except ValidationError as error:
+        raise MalformedMessage(what, error) from None
+
+
+def decode_command(body: bytes) -> Command:
+    return _decode(_COMMAND, body, "command")
+
+
+def decode_decider_input(body: bytes) -> DeciderInput:
+    return _decode(_DECIDER_INPUT, body, "decider input")
+
+
+def decode_control_request(body: bytes) -> ControlRequest:
+    return _decode(_CONTROL_REQUEST, body, "control request")
+
+
+def decode_control_reply(body: bytes) -> ControlReply:
+    return _decode(_CONTROL_REPLY, body, "control reply")
+
+
+def decode_dispatch(body: bytes) -> DispatchTask:
+    try:
+        return DispatchTask.model_validate_json(body)
+    except ValidationError as error:
+        raise MalformedMessage("dispatch message", error) from None
+
+
+def decode_assignment(body: bytes) -> TaskAssignment:
+    try:
+        return TaskAssignment.model_validate_json(body)
+    except ValidationError as error:
+        raise MalformedMessage("task assignment", error) from None
+
+
+def encode(message: BaseModel) -> bytes:
+    """The JSON body of a message."""
+    return message.model_dump_json().encode()

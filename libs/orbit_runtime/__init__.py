@@ -1,0 +1,1 @@
+"""What Orbit's services share: settings, the event store, the broker, lifecycles."""

@@ -1,0 +1,242 @@
+"""RabbitMQ: every exchange and queue Orbit uses, declared in one place, and a publisher.
+
+All names start with the namespace (``orbit`` by default), so several
+installations, or tests, share one broker. Queues are durable quorum queues
+with a delivery limit and a dead-letter exchange: a message that keeps
+failing is parked in ``NS.dead-letter``, never looped. Messages are
+persistent and published with confirms on a channel that raises on returns,
+so an unroutable message is an error, not a silent loss.
+
+The decider's input is split over ``decider_partitions`` queues, each with a
+single active consumer; a message goes to the partition of its execution id,
+so one execution is decided by one consumer at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import zlib
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import aio_pika
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractExchange,
+    AbstractIncomingMessage,
+    AbstractQueue,
+    AbstractRobustConnection,
+)
+
+from orbit_model.messages import Route
+from orbit_runtime.errors import translate_connect_error
+
+log = logging.getLogger("orbit.broker")
+
+_PERSISTENT = aio_pika.DeliveryMode.PERSISTENT
+_TRANSIENT = aio_pika.DeliveryMode.NOT_PERSISTENT
+
+DELIVERY_LIMIT = 5
+"""Deliveries of one message before it is dead-lettered."""
+
+
+@dataclass(frozen=True)
+class Topology:
+    """The names of every exchange and queue of one installation."""
+
+    namespace: str
+    partitions: int
+
+    @property
+    def commands(self) -> str:
+        return f"{self.namespace}.commands"
+
+    @property
+    def decider(self) -> str:
+        return f"{self.namespace}.decider"
+
+    def decider_queue(self, partition: int) -> str:
+        return f"{self.namespace}.decider.{partition}"
+
+    def partition_of(self, execution_id: str) -> int:
+        # crc32, not hash(): it must agree across processes and languages.
+        return zlib.crc32(execution_id.encode()) % self.partitions
+
+    def decider_route(self, execution_id: str) -> Route:
+        """Where anything concerning ``execution_id`` is sent for the decider."""
+        return Route(exchange=self.decider, routing_key=str(self.partition_of(execution_id)))
+
+    @property
+    def dispatch(self) -> str:
+        return f"{self.namespace}.dispatch"
+
+    @property
+    def control(self) -> str:
+        return f"{self.namespace}.control"
+
+    @property
+    def tasks(self) -> str:
+        """The exchange of task queues; the routing key is ``task@version``."""
+        return f"{self.namespace}.tasks"
+
+    def task_queue(self, task: str, version: str) -> str:
+        return f"{self.namespace}.task.{task}@{version}"
+
+    @property
+    def dead_letter(self) -> str:
+        return f"{self.namespace}.dead-letter"
+
+    def queue_arguments(self, single_active_consumer: bool = False) -> dict[str, Any]:
+        arguments: dict[str, Any] = {
+            "x-queue-type": "quorum",
+            "x-delivery-limit": DELIVERY_LIMIT,
+            "x-dead-letter-exchange": self.dead_letter,
+        }
+        if single_active_consumer:
+            arguments["x-single-active-consumer"] = True
+        return arguments
+
+
+async def connect(url: str) -> AbstractRobustConnection:
+    """A connection that reconnects by itself; a readable error if the broker is not there."""
+    try:
+        return await aio_pika.connect_robust(url, client_properties={"connection_name": "orbit"})
+    except (OSError, aio_pika.exceptions.AMQPError) as error:
+        raise translate_connect_error("RabbitMQ", url, error) from error
+
+
+async def open_channel(
+    connection: AbstractRobustConnection, prefetch: int | None = None
+) -> AbstractChannel:
+    channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+    if prefetch is not None:
+        await channel.set_qos(prefetch_count=prefetch)
+    return channel
+
+
+async def declare_queue(
+    channel: AbstractChannel,
+    topology: Topology,
+    name: str,
+    exchange: str,
+    routing_key: str,
+    *,
+    single_active_consumer: bool = False,
+) -> AbstractQueue:
+    queue = await channel.declare_queue(
+        name, durable=True, arguments=topology.queue_arguments(single_active_consumer)
+    )
+    await queue.bind(exchange, routing_key)
+    return queue
+
+
+async def declare_topology(channel: AbstractChannel, topology: Topology) -> None:
+    """Declare every exchange and every fixed queue (task queues come with their workers)."""
+    dead_letter = await channel.declare_exchange(
+        topology.dead_letter, aio_pika.ExchangeType.FANOUT, durable=True
+    )
+    parked = await channel.declare_queue(
+        topology.dead_letter, durable=True, arguments={"x-queue-type": "quorum"}
+    )
+    await parked.bind(dead_letter)
+    for name in (topology.commands, topology.decider, topology.dispatch, topology.control):
+        await channel.declare_exchange(name, aio_pika.ExchangeType.DIRECT, durable=True)
+    await channel.declare_exchange(topology.tasks, aio_pika.ExchangeType.DIRECT, durable=True)
+    await declare_queue(channel, topology, topology.commands, topology.commands, "command")
+    await declare_queue(channel, topology, topology.dispatch, topology.dispatch, "dispatch")
+    await declare_queue(channel, topology, topology.control, topology.control, "control")
+    for partition in range(topology.partitions):
+        await declare_queue(
+            channel,
+            topology,
+            topology.decider_queue(partition),
+            topology.decider,
+            str(partition),
+            single_active_consumer=True,
+        )
+
+
+async def declare_task_queue(
+    channel: AbstractChannel, topology: Topology, task: str, version: str
+) -> str:
+    """The queue of one task contract, declared and bound; its name."""
+    name = topology.task_queue(task, version)
+    await declare_queue(channel, topology, name, topology.tasks, f"{task}@{version}")
+    return name
+
+
+class Publisher:
+    """Persistent, confirmed publishes; many at once are pipelined, not awaited one by one."""
+
+    def __init__(self, channel: AbstractChannel) -> None:
+        self.channel = channel
+        self._exchanges: dict[str, AbstractExchange] = {}
+
+    async def _exchange(self, name: str) -> AbstractExchange:
+        if name == "":
+            return self.channel.default_exchange
+        exchange = self._exchanges.get(name)
+        if exchange is None:
+            exchange = await self.channel.get_exchange(name, ensure=False)
+            self._exchanges[name] = exchange
+        return exchange
+
+    async def publish(
+        self,
+        exchange: str,
+        routing_key: str,
+        body: bytes,
+        *,
+        correlation_id: str | None = None,
+        reply_to: str | None = None,
+        persistent: bool = True,
+    ) -> None:
+        message = aio_pika.Message(
+            body,
+            content_type="application/json",
+            delivery_mode=(
+                aio_pika.DeliveryMode.PERSISTENT
+                if persistent
+                else aio_pika.DeliveryMode.NOT_PERSISTENT
+            ),
+            correlation_id=correlation_id,
+            reply_to=reply_to,
+        )
+        target = await self._exchange(exchange)
+        await target.publish(message, routing_key, mandatory=exchange != "")
+
+    async def publish_many(self, messages: Iterable[tuple[str, str, bytes]]) -> None:
+        """Publish all, confirmed; raises the first failure after every publish has ended."""
+        results = await asyncio.gather(
+            *(self.publish(exchange, key, body) for exchange, key, body in messages),
+            return_exceptions=True,
+        )
+        for result in results:
+            if isinstance(result, BaseException):
+                raise result
+
+
+def delivery_count(message: AbstractIncomingMessage) -> int:
+    """How often RabbitMQ delivered this message before (quorum queues count it)."""
+    value = (message.headers or {}).get("x-delivery-count", 0)
+    return int(value) if isinstance(value, int | str) else 0
+
+
+async def park(message: AbstractIncomingMessage, reason: str) -> None:
+    """Dead-letter a message that can never be handled, and say why."""
+    log.error(
+        "parking a message in the dead-letter queue: %s",
+        reason,
+        extra={"action": "message.parked", "routing_key": message.routing_key},
+    )
+    await message.reject(requeue=False)
+
+
+async def give_back(message: AbstractIncomingMessage, error: BaseException) -> None:
+    """Requeue a message that failed for now; past the delivery limit it is parked."""
+    if delivery_count(message) + 1 >= DELIVERY_LIMIT:
+        await park(message, f"failed {DELIVERY_LIMIT} times, last with {error!r}")
+    else:
+        await message.nack(requeue=True)

@@ -1,0 +1,92 @@
+"""The outbox relay: messages committed with their events reach RabbitMQ exactly when they should.
+
+A writer commits events and the messages they call for in one transaction,
+then hands the rows to :meth:`OutboxRelay.publish_committed`, which publishes
+them (confirmed, pipelined) and deletes them. Nothing is published for a
+transaction that rolled back, because nothing is published before the
+commit. If the writer dies between commit and publish, the rows stay; every
+relay sweeps rows older than a grace period, under ``FOR UPDATE SKIP
+LOCKED`` so two relays never take the same row, and publishes them. A
+message may so be published twice (a crash after publish, before delete):
+every consumer is idempotent on its input.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+
+from orbit_runtime import sql
+from orbit_runtime.broker import Publisher
+from orbit_runtime.store import EventStore, OutboxMessage
+
+log = logging.getLogger("orbit.outbox")
+
+
+class OutboxRelay:
+    def __init__(
+        self,
+        store: EventStore,
+        publisher: Publisher,
+        grace_seconds: float = 5.0,
+        sweep_interval: float = 1.0,
+    ) -> None:
+        self.store = store
+        self.publisher = publisher
+        self.grace_seconds = grace_seconds
+        self.sweep_interval = sweep_interval
+
+    async def publish_committed(
+        self, ids: Sequence[int], messages: Sequence[OutboxMessage]
+    ) -> None:
+        """Publish rows the caller just committed, then delete them.
+
+        If publishing fails, the rows stay for the sweep; the caller's work is
+        durable either way, so the failure is logged, not raised.
+        """
+        if not messages:
+            return
+        try:
+            await self.publisher.publish_many(
+                (message.exchange, message.routing_key, message.body) for message in messages
+            )
+        except Exception as error:
+            log.warning(
+                "outbox publish failed, the sweep will retry: %r",
+                error,
+                extra={"action": "outbox.publish_failed", "count": len(messages)},
+            )
+            return
+        await self.store.delete_outbox(ids)
+
+    async def sweep_once(self, limit: int = 500) -> int:
+        """Publish rows left behind by writers that did not; how many."""
+        async with self.store.pool.acquire() as connection, connection.transaction():
+            rows = await connection.fetch(sql.TAKE_STALE_OUTBOX, self.grace_seconds, limit)
+            if not rows:
+                return 0
+            await self.publisher.publish_many(
+                (row["exchange"], row["routing_key"], bytes(row["body"])) for row in rows
+            )
+            await connection.execute(sql.DELETE_OUTBOX, [row["id"] for row in rows])
+        log.info(
+            "relayed %d outbox messages left behind",
+            len(rows),
+            extra={"action": "outbox.swept", "count": len(rows)},
+        )
+        return len(rows)
+
+    async def run_sweeper(self) -> None:
+        """Sweep forever, every ``sweep_interval`` seconds (until cancelled)."""
+        while True:
+            try:
+                while await self.sweep_once() > 0:
+                    pass
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                log.warning(
+                    "outbox sweep failed: %r", error, extra={"action": "outbox.sweep_failed"}
+                )
+            await asyncio.sleep(self.sweep_interval)

@@ -1,0 +1,80 @@
+"""Orbit's settings: one class, read from ``ORBIT_*`` environment variables.
+
+Every service reads the same names (SPEC §5). A bad value stops the service at
+start with a message that names the variable, never a traceback.
+"""
+
+from __future__ import annotations
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from orbit_model.decider import Limits
+
+
+class SettingsError(Exception):
+    """The environment holds a setting Orbit cannot use."""
+
+
+class Settings(BaseSettings):
+    """Settings of every Orbit service and of the SDK."""
+
+    model_config = SettingsConfigDict(env_prefix="ORBIT_", extra="ignore", frozen=True)
+
+    database_url: str = "postgresql://postgres@127.0.0.1:5432/orbit"
+    amqp_url: str = "amqp://guest:guest@127.0.0.1:5672/"
+    namespace: str = Field("orbit", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    """Prefix of every exchange and queue, so installations can share a broker."""
+    http_host: str = "127.0.0.1"
+    http_port: int = Field(8080, ge=1, le=65535)
+    session_timeout_ms: int = Field(30_000, ge=100)
+    heartbeat_interval_ms: int = Field(5_000, ge=10)
+    http_adapter_enabled: bool = False
+    max_active_executions: int | None = Field(None, ge=1)
+    max_fan_out: int | None = Field(None, ge=1)
+    max_history_events: int | None = Field(None, ge=10)
+    max_payload_bytes: int | None = Field(None, ge=1)
+    otlp_endpoint: str | None = None
+    log_level: str = Field("INFO", pattern=r"^(?i:debug|info|warning|error|critical)$")
+    log_format: str = Field("text", pattern=r"^(text|json)$")
+    decider_partitions: int = Field(4, ge=1, le=256)
+    """Partition queues of the decider; fixed for the life of an installation."""
+    decider_batch_size: int = Field(256, ge=1, le=10_000)
+    """Inputs one decider commits together at most."""
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, value: str) -> str:
+        if not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a postgresql:// URL")
+        return value
+
+    @field_validator("amqp_url")
+    @classmethod
+    def _amqp_url(cls, value: str) -> str:
+        if not value.startswith(("amqp://", "amqps://")):
+            raise ValueError("must be an amqp:// or amqps:// URL")
+        return value
+
+    @property
+    def limits(self) -> Limits:
+        return Limits(
+            max_fan_out=self.max_fan_out,
+            max_history_events=self.max_history_events,
+        )
+
+
+def load_settings(**overrides: object) -> Settings:
+    """The settings from the environment (and ``overrides``), or a readable error.
+
+    Raises:
+        SettingsError: Naming each bad variable and what is wrong with it.
+    """
+    try:
+        return Settings(**overrides)  # type: ignore[arg-type]
+    except ValidationError as error:
+        lines = []
+        for item in error.errors():
+            name = "ORBIT_" + "_".join(str(part) for part in item["loc"]).upper()
+            lines.append(f"{name}: {item['msg']}")
+        raise SettingsError("invalid settings:\n  " + "\n  ".join(lines)) from None

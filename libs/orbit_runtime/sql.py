@@ -1,0 +1,152 @@
+"""Every SQL statement Orbit runs, in one place, named for what it does.
+
+Batched writes take arrays and ``unnest`` them, so that appending the events
+of many executions is one statement per table, whatever the batch size.
+"""
+
+from __future__ import annotations
+
+# -- definitions -------------------------------------------------------------
+
+INSERT_DEFINITION = """
+INSERT INTO definitions (name, version, hash, ir) VALUES ($1, $2, $3, $4::jsonb)
+ON CONFLICT DO NOTHING
+"""
+
+DEFINITION_BY_NAME_VERSION = """
+SELECT name, version, hash, ir::text AS ir, registered_at FROM definitions
+WHERE name = $1 AND version = $2
+"""
+
+DEFINITION_BY_HASH = (
+    "SELECT name, version, hash, ir::text AS ir, registered_at FROM definitions WHERE hash = $1"
+)
+
+DEFINITION_VERSIONS = "SELECT version FROM definitions WHERE name = $1"
+
+LIST_DEFINITIONS = (
+    "SELECT name, version, hash, registered_at FROM definitions ORDER BY name, registered_at"
+)
+
+
+# -- history and executions ------------------------------------------------
+
+INSERT_EVENTS = """
+INSERT INTO history (execution_id, seq, type, data)
+SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[]::jsonb[])
+"""
+
+INSERT_EXECUTIONS = """
+INSERT INTO executions
+    (execution_id, workflow, version, definition_hash, status, parent, input, last_seq)
+SELECT * FROM unnest(
+    $1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
+    $7::text[]::jsonb[], $8::bigint[])
+"""
+
+UPDATE_EXECUTIONS = """
+UPDATE executions AS e SET
+    status = u.status,
+    output = u.output,
+    error = u.error,
+    last_seq = u.last_seq,
+    updated_at = now(),
+    closed_at = CASE WHEN u.closed THEN coalesce(e.closed_at, now()) ELSE NULL END
+FROM unnest($1::text[], $2::text[], $3::text[]::jsonb[], $4::text[]::jsonb[], $5::bigint[],
+            $6::bool[])
+    AS u(execution_id, status, output, error, last_seq, closed)
+WHERE e.execution_id = u.execution_id
+"""
+
+READ_EVENTS = """
+SELECT seq, recorded_at, type, data::text AS data FROM history
+WHERE execution_id = $1 AND seq > $2 ORDER BY seq
+"""
+
+EXECUTION_BY_ID = """
+SELECT execution_id, position, workflow, version, definition_hash, status, parent,
+       input::text AS input, output::text AS output, error::text AS error, last_seq,
+       created_at, updated_at, closed_at
+FROM executions WHERE execution_id = $1
+"""
+
+LIST_EXECUTIONS = """
+SELECT execution_id, position, workflow, version, definition_hash, status, parent,
+       created_at, closed_at
+FROM executions
+WHERE ($1::text IS NULL OR status = $1)
+  AND ($2::text IS NULL OR workflow = $2)
+  AND ($3::bigint IS NULL OR position < $3)
+ORDER BY position DESC
+LIMIT $4
+"""
+
+COUNT_RUNNING = "SELECT count(*) FROM executions WHERE status = 'running'"
+
+# -- timers ------------------------------------------------------------------
+
+UPSERT_TIMERS = """
+INSERT INTO timers (execution_id, key, due_at)
+SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
+ON CONFLICT (execution_id, key) DO UPDATE SET due_at = excluded.due_at
+"""
+
+DELETE_TIMERS = """
+DELETE FROM timers AS t USING unnest($1::text[], $2::text[]) AS d(execution_id, key)
+WHERE t.execution_id = d.execution_id AND t.key = d.key
+"""
+
+TAKE_DUE_TIMERS = """
+DELETE FROM timers WHERE ctid IN (
+    SELECT ctid FROM timers WHERE due_at <= $1 ORDER BY due_at LIMIT $2
+    FOR UPDATE SKIP LOCKED)
+RETURNING execution_id, key, due_at
+"""
+
+NEXT_TIMER_DUE = "SELECT min(due_at) FROM timers"
+
+# -- outbox ------------------------------------------------------------------
+
+INSERT_OUTBOX = """
+INSERT INTO outbox (exchange, routing_key, body)
+SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[])
+RETURNING id
+"""
+
+DELETE_OUTBOX = "DELETE FROM outbox WHERE id = ANY($1::bigint[])"
+
+# Rows older than the grace period belong to a writer that did not publish
+# them (it crashed, or lost the broker): the relay takes them over.
+TAKE_STALE_OUTBOX = """
+SELECT id, exchange, routing_key, body FROM outbox
+WHERE created_at < now() - make_interval(secs => $1)
+ORDER BY id LIMIT $2
+FOR UPDATE SKIP LOCKED
+"""
+
+# -- worker sessions ---------------------------------------------------------
+
+INSERT_SESSION = """
+INSERT INTO worker_sessions (session_id, worker_id, runtime, sdk, contracts)
+VALUES ($1, $2, $3, $4, $5::jsonb)
+"""
+
+TOUCH_SESSION = """
+UPDATE worker_sessions SET last_seen = now(), inflight = $2::jsonb
+WHERE session_id = $1 AND closed_at IS NULL
+RETURNING session_id
+"""
+
+CLOSE_SESSION = """
+UPDATE worker_sessions SET closed_at = now(), inflight = '[]'
+WHERE session_id = $1 AND closed_at IS NULL
+RETURNING inflight::text AS inflight
+"""
+
+LIST_SESSIONS = """
+SELECT session_id, worker_id, runtime, sdk, contracts::text AS contracts,
+       inflight::text AS inflight, registered_at, last_seen, closed_at
+FROM worker_sessions
+WHERE closed_at IS NULL OR closed_at > now() - interval '1 hour'
+ORDER BY worker_id, registered_at
+"""

@@ -1,0 +1,339 @@
+"""The event store: definitions, executions and their histories in Postgres.
+
+The ``(execution_id, seq)`` primary key of ``history`` is the only
+concurrency control. :meth:`EventStore.append` writes the events of many
+executions, their ``executions`` rows, their timers and the outbox messages
+they call for in one transaction; if any of them lost a race it raises
+:class:`AppendConflict` and nothing is written. The caller re-reads, decides
+again and retries.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from orbit_model.compiler import Definition, definition_from_ir
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.events import Event, event_from_json, event_to_json
+from orbit_model.state import ExecutionState
+from orbit_runtime import sql
+from orbit_runtime.errors import translate_connect_error
+
+
+class AppendConflict(Exception):
+    """Another writer appended to these executions first; re-read and decide again."""
+
+    def __init__(self, execution_ids: Sequence[str]) -> None:
+        super().__init__(f"concurrent append to {', '.join(execution_ids)}")
+        self.execution_ids = tuple(execution_ids)
+
+
+@dataclass(frozen=True)
+class OutboxMessage:
+    """A message to publish once the transaction that wrote it commits."""
+
+    exchange: str
+    routing_key: str
+    body: bytes
+
+
+@dataclass(frozen=True)
+class StoredOutboxMessage(OutboxMessage):
+    id: int = 0
+
+
+@dataclass(frozen=True)
+class Append:
+    """New events of one execution, and what they change around them.
+
+    Attributes:
+        execution_id: The execution.
+        expected_seq: The last seq the writer had read; the events take the next ones.
+        events: The events, in order.
+        state: The execution's state after them.
+        timers_before: The state's timers before them, to write only the difference.
+        outbox: Messages the events call for.
+    """
+
+    execution_id: str
+    expected_seq: int
+    events: Sequence[Event]
+    state: ExecutionState
+    timers_before: Mapping[str, int] = field(default_factory=dict)
+    outbox: Sequence[OutboxMessage] = ()
+
+
+@dataclass(frozen=True)
+class StoredEvent:
+    seq: int
+    recorded_at: datetime
+    event: Event
+
+
+@dataclass(frozen=True)
+class ExecutionRow:
+    """One line of ``executions``: what listing and lookup need without a replay."""
+
+    execution_id: str
+    position: int
+    workflow: str
+    version: str
+    definition_hash: str
+    status: str
+    parent: str | None
+    created_at: datetime
+    closed_at: datetime | None
+    input: Any = None
+    output: Any = None
+    error: Any = None
+    last_seq: int = 0
+
+
+@dataclass(frozen=True)
+class DefinitionRow:
+    name: str
+    version: str
+    hash: str
+    registered_at: datetime
+
+
+def api_status(state: ExecutionState) -> str:
+    """The status clients see: an execution not yet decided on is already running."""
+    return "running" if state.status in ("new", "created") else state.status
+
+
+def _json_or_none(value: Any) -> str | None:
+    return None if value is None else json.dumps(value, separators=(",", ":"))
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+class EventStore:
+    """Orbit's tables behind a few methods; every statement comes from :mod:`orbit_runtime.sql`."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    @classmethod
+    async def connect(cls, url: str, min_size: int = 2, max_size: int = 10) -> EventStore:
+        try:
+            pool = await asyncpg.create_pool(url, min_size=min_size, max_size=max_size)
+        except (OSError, asyncpg.PostgresError) as error:
+            raise translate_connect_error("Postgres", url, error) from error
+        return cls(pool)
+
+    async def close(self) -> None:
+        await self.pool.close()
+
+    async def ping(self) -> None:
+        await self.pool.fetchval("SELECT 1")
+
+    # -- appending -------------------------------------------------------------
+
+    async def append(self, appends: Sequence[Append]) -> list[int]:
+        """Write every append in one transaction; the ids of the outbox rows written.
+
+        Raises:
+            AppendConflict: Some execution already had events past ``expected_seq``
+                (or, for a new one, already existed). Nothing was written.
+        """
+        if not appends:
+            return []
+        events = _event_columns(appends)
+        new = [a for a in appends if a.expected_seq == 0]
+        old = [a for a in appends if a.expected_seq > 0]
+        upserts, deletes = _timer_changes(appends)
+        outbox = [message for a in appends for message in a.outbox]
+        async with self.pool.acquire() as connection, connection.transaction():
+            try:
+                await connection.execute(sql.INSERT_EVENTS, *events)
+            except asyncpg.UniqueViolationError:
+                raise AppendConflict([a.execution_id for a in appends]) from None
+            if new:
+                await connection.execute(sql.INSERT_EXECUTIONS, *_new_execution_columns(new))
+            if old:
+                await connection.execute(sql.UPDATE_EXECUTIONS, *_execution_columns(old))
+            if upserts[0]:
+                await connection.execute(sql.UPSERT_TIMERS, *upserts)
+            if deletes[0]:
+                await connection.execute(sql.DELETE_TIMERS, *deletes)
+            if not outbox:
+                return []
+            rows = await connection.fetch(
+                sql.INSERT_OUTBOX,
+                [m.exchange for m in outbox],
+                [m.routing_key for m in outbox],
+                [m.body for m in outbox],
+            )
+            return [row["id"] for row in rows]
+
+    # -- reading ---------------------------------------------------------------
+
+    async def read_events(self, execution_id: str, after_seq: int = 0) -> list[StoredEvent]:
+        """The events of an execution after ``after_seq``, in order."""
+        rows = await self.pool.fetch(sql.READ_EVENTS, execution_id, after_seq)
+        return [
+            StoredEvent(row["seq"], row["recorded_at"], event_from_json(row["data"]))
+            for row in rows
+        ]
+
+    async def execution(self, execution_id: str) -> ExecutionRow | None:
+        row = await self.pool.fetchrow(sql.EXECUTION_BY_ID, execution_id)
+        if row is None:
+            return None
+        return ExecutionRow(
+            execution_id=row["execution_id"],
+            position=row["position"],
+            workflow=row["workflow"],
+            version=row["version"],
+            definition_hash=row["definition_hash"],
+            status=row["status"],
+            parent=row["parent"],
+            created_at=row["created_at"],
+            closed_at=row["closed_at"],
+            input=_loads(row["input"]),
+            output=_loads(row["output"]),
+            error=_loads(row["error"]),
+            last_seq=row["last_seq"],
+        )
+
+    async def list_executions(
+        self,
+        status: str | None = None,
+        workflow: str | None = None,
+        before: int | None = None,
+        limit: int = 50,
+    ) -> list[ExecutionRow]:
+        """Executions newest first; ``before`` is the position the last page ended at."""
+        rows = await self.pool.fetch(sql.LIST_EXECUTIONS, status, workflow, before, limit)
+        return [
+            ExecutionRow(
+                execution_id=row["execution_id"],
+                position=row["position"],
+                workflow=row["workflow"],
+                version=row["version"],
+                definition_hash=row["definition_hash"],
+                status=row["status"],
+                parent=row["parent"],
+                created_at=row["created_at"],
+                closed_at=row["closed_at"],
+            )
+            for row in rows
+        ]
+
+    async def count_running(self) -> int:
+        return int(await self.pool.fetchval(sql.COUNT_RUNNING))
+
+    # -- definitions -----------------------------------------------------------
+
+    async def register_definition(self, definition: Definition) -> bool:
+        """Store a definition; True if new, False if this very one was there.
+
+        Raises:
+            OrbitError: ``DEFINITION_CONFLICT`` when its name and version hold another one.
+        """
+        ir = definition.ir
+        status = await self.pool.execute(
+            sql.INSERT_DEFINITION, ir.name, ir.version, definition.hash, ir.canonical_json()
+        )
+        if status.endswith(" 1"):
+            return True
+        existing = await self.pool.fetchrow(sql.DEFINITION_BY_NAME_VERSION, ir.name, ir.version)
+        if existing is not None and existing["hash"] == definition.hash:
+            return False
+        other = existing["hash"] if existing is not None else "unknown"
+        raise OrbitError(
+            ErrorCode.DEFINITION_CONFLICT,
+            f"{ir.name}@{ir.version} is already registered with a different definition"
+            f" ({other}); workflow definitions are immutable, bump the version",
+        )
+
+    async def definition(self, name: str, version: str) -> Definition | None:
+        row = await self.pool.fetchrow(sql.DEFINITION_BY_NAME_VERSION, name, version)
+        return None if row is None else definition_from_ir(row["ir"])
+
+    async def definition_by_hash(self, definition_hash: str) -> Definition | None:
+        row = await self.pool.fetchrow(sql.DEFINITION_BY_HASH, definition_hash)
+        return None if row is None else definition_from_ir(row["ir"])
+
+    async def definition_versions(self, name: str) -> list[str]:
+        return [row["version"] for row in await self.pool.fetch(sql.DEFINITION_VERSIONS, name)]
+
+    async def list_definitions(self) -> list[DefinitionRow]:
+        rows = await self.pool.fetch(sql.LIST_DEFINITIONS)
+        return [
+            DefinitionRow(row["name"], row["version"], row["hash"], row["registered_at"])
+            for row in rows
+        ]
+
+    # -- outbox ----------------------------------------------------------------
+
+    async def delete_outbox(self, ids: Sequence[int]) -> None:
+        if ids:
+            await self.pool.execute(sql.DELETE_OUTBOX, list(ids))
+
+
+def _event_columns(appends: Sequence[Append]) -> tuple[list[Any], ...]:
+    ids: list[str] = []
+    seqs: list[int] = []
+    types: list[str] = []
+    data: list[str] = []
+    for append in appends:
+        for offset, event in enumerate(append.events, start=1):
+            ids.append(append.execution_id)
+            seqs.append(append.expected_seq + offset)
+            types.append(event.type)
+            data.append(event_to_json(event))
+    return ids, seqs, types, data
+
+
+def _new_execution_columns(appends: Sequence[Append]) -> tuple[list[Any], ...]:
+    states = [a.state for a in appends]
+    return (
+        [a.execution_id for a in appends],
+        [s.workflow for s in states],
+        [s.version for s in states],
+        [s.definition_hash for s in states],
+        [api_status(s) for s in states],
+        [s.parent for s in states],
+        [_json_or_none(s.input) for s in states],
+        [a.expected_seq + len(a.events) for a in appends],
+    )
+
+
+def _execution_columns(appends: Sequence[Append]) -> tuple[list[Any], ...]:
+    states = [a.state for a in appends]
+    return (
+        [a.execution_id for a in appends],
+        [api_status(s) for s in states],
+        [_json_or_none(s.output) for s in states],
+        [None if s.error is None else s.error.model_dump_json() for s in states],
+        [a.expected_seq + len(a.events) for a in appends],
+        [s.terminal for s in states],
+    )
+
+
+def _timer_changes(
+    appends: Sequence[Append],
+) -> tuple[tuple[list[Any], list[str], list[int]], tuple[list[str], list[str]]]:
+    upsert: tuple[list[Any], list[str], list[int]] = ([], [], [])
+    delete: tuple[list[str], list[str]] = ([], [])
+    for append in appends:
+        after = append.state.timers
+        for key, due in after.items():
+            if append.timers_before.get(key) != due:
+                upsert[0].append(append.execution_id)
+                upsert[1].append(key)
+                upsert[2].append(due)
+        for key in append.timers_before.keys() - after.keys():
+            delete[0].append(append.execution_id)
+            delete[1].append(key)
+    return upsert, delete

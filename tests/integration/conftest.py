@@ -1,0 +1,164 @@
+"""Fixtures of the integration tests: each test gets its own database and broker namespace.
+
+A template database is migrated once per run (under an advisory lock, as the
+xdist workers start together) and cloned for each test, which is much faster
+than migrating each time. The namespace prefixes every exchange and queue the
+test's services declare; both are removed when the test ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from urllib.parse import urlsplit, urlunsplit
+
+import aio_pika
+import asyncpg
+import pytest
+
+from orbit_runtime.broker import Topology
+from orbit_runtime.migrate import migrate, migrations
+from orbit_runtime.settings import Settings, load_settings
+
+from .services import ServiceUrls, service_urls
+
+_TEMPLATE_LOCK = 0x0B17_7E57
+
+
+def with_database(url: str, name: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+
+
+@pytest.fixture(scope="session")
+def urls() -> Iterator[ServiceUrls]:
+    with service_urls() as found:
+        yield found
+
+
+def _template_name() -> str:
+    digest = hashlib.sha256("".join(m.sql for m in migrations()).encode()).hexdigest()[:12]
+    return f"orbit_template_{digest}"
+
+
+async def _ensure_template(server_url: str) -> str:
+    name = _template_name()
+    admin = await asyncpg.connect(with_database(server_url, "postgres"))
+    try:
+        await admin.execute("SELECT pg_advisory_lock($1)", _TEMPLATE_LOCK)
+        try:
+            if not await admin.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name):
+                await migrate(with_database(server_url, name))
+        finally:
+            await admin.execute("SELECT pg_advisory_unlock($1)", _TEMPLATE_LOCK)
+    finally:
+        await admin.close()
+    return name
+
+
+@pytest.fixture(scope="session")
+def template_database(urls: ServiceUrls) -> str:
+    return asyncio.run(_ensure_template(urls.database))
+
+
+async def _clone(server_url: str, template: str, name: str) -> None:
+    admin = await asyncpg.connect(with_database(server_url, "postgres"))
+    try:
+        for _ in range(50):
+            try:
+                await admin.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+                return
+            except asyncpg.ObjectInUseError:
+                await asyncio.sleep(0.05)  # another worker is cloning the template
+        raise RuntimeError(f"could not clone {template}")
+    finally:
+        await admin.close()
+
+
+async def _drop(server_url: str, name: str) -> None:
+    admin = await asyncpg.connect(with_database(server_url, "postgres"))
+    try:
+        await admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    finally:
+        await admin.close()
+
+
+@dataclass(frozen=True)
+class OrbitEnv:
+    """One test's Orbit installation: its settings, database and namespace."""
+
+    settings: Settings
+    topology: Topology
+
+    def settings_with(self, **changes: object) -> Settings:
+        return load_settings(**{**self.settings.model_dump(), **changes})
+
+
+async def _delete_namespace(amqp_url: str, topology: Topology, task_queues: list[str]) -> None:
+    connection = await aio_pika.connect(amqp_url)
+    try:
+        channel = await connection.channel()
+        queues = [
+            topology.commands,
+            topology.dispatch,
+            topology.control,
+            topology.dead_letter,
+            *(topology.decider_queue(p) for p in range(topology.partitions)),
+            *task_queues,
+        ]
+        for queue in queues:
+            await channel.queue_delete(queue)
+        for exchange in (
+            topology.commands,
+            topology.decider,
+            topology.dispatch,
+            topology.control,
+            topology.tasks,
+            topology.dead_letter,
+        ):
+            await channel.exchange_delete(exchange)
+    finally:
+        await connection.close()
+
+
+async def _task_queues(database_url: str, topology: Topology) -> list[str]:
+    connection = await asyncpg.connect(database_url)
+    try:
+        rows = await connection.fetch(
+            "SELECT DISTINCT c->>'task' AS task, c->>'version' AS version"
+            " FROM worker_sessions, jsonb_array_elements(contracts) AS c"
+        )
+        tasks = {(row["task"], row["version"]) for row in rows}
+        definitions = await connection.fetch("SELECT ir::text AS ir FROM definitions")
+    finally:
+        await connection.close()
+    from orbit_model.compiler import definition_from_ir  # noqa: PLC0415
+
+    for row in definitions:
+        ir = definition_from_ir(row["ir"]).ir
+        tasks.update((name, contract.version) for name, contract in ir.tasks.items())
+    return [topology.task_queue(task, version) for task, version in tasks]
+
+
+@pytest.fixture
+async def orbit_env(urls: ServiceUrls, template_database: str) -> AsyncIterator[OrbitEnv]:
+    suffix = uuid.uuid4().hex[:10]
+    database = f"orbit_test_{suffix}"
+    await _clone(urls.database, template_database, database)
+    settings = load_settings(
+        database_url=with_database(urls.database, database),
+        amqp_url=urls.amqp,
+        namespace=f"t{suffix}",
+        decider_partitions=2,
+    )
+    topology = Topology(settings.namespace, settings.decider_partitions)
+    try:
+        yield OrbitEnv(settings, topology)
+    finally:
+        try:
+            task_queues = await _task_queues(settings.database_url, topology)
+            await _delete_namespace(urls.amqp, topology, task_queues)
+        finally:
+            await _drop(urls.database, database)
