@@ -201,11 +201,20 @@ class RegisterWorker(_Message):
     contracts: tuple[ContractAnnouncement, ...]
 
 
+class InflightTask(BaseModel):
+    """A task a worker holds: its execution and delivery token."""
+
+    model_config = ConfigDict(frozen=True)
+
+    execution_id: str
+    token: str
+
+
 class Heartbeat(_Message):
     type: Literal["Heartbeat"] = "Heartbeat"
     session_id: str
-    inflight: tuple[str, ...] = ()
-    """Tokens of the tasks the worker holds now."""
+    inflight: tuple[InflightTask, ...] = ()
+    """The tasks the worker holds now."""
 
 
 class UnregisterWorker(_Message):
