@@ -128,6 +128,27 @@ def failure(
     return TaskFailure(code=code.value, message=message, retryable=retryable, details=details)
 
 
+def unit_call(definition: WorkflowIR, key: str) -> tuple[CallStep, TaskCall]:
+    """The step a call unit belongs to and the call it makes (its compensation's, for
+    ``compensate:`` units).
+
+    Raises:
+        KeyError: ``key`` names no call of the definition.
+    """
+    parsed = parse_unit(key)
+    if parsed.role == "finally":
+        step: Step = next(s for s in definition.finally_steps if s.id == parsed.step)
+    else:
+        step = definition.step(parsed.step)
+    if not isinstance(step, CallStep):
+        raise KeyError(key)
+    if parsed.role == "compensate":
+        if step.compensate is None:
+            raise KeyError(key)
+        return step, step.compensate.call
+    return step, step.call
+
+
 def step_views(state: ExecutionState, definition: WorkflowIR) -> dict[str, StepView]:
     """``steps.<id>`` as expressions see it (``finally`` steps under their own id)."""
     views: dict[str, StepView] = {}

@@ -35,6 +35,8 @@ class ErrorCode(StrEnum):
     RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
     UNAVAILABLE = "UNAVAILABLE"
     """Postgres or RabbitMQ cannot be reached; the request may be tried again."""
+    INTERNAL = "INTERNAL"
+    """A bug in Orbit: the request failed unexpectedly (the server logged why)."""
     # outcomes of steps and executions (carried in TaskFailure.code)
     EXPRESSION_ERROR = "EXPRESSION_ERROR"
     TIMEOUT = "TIMEOUT"
@@ -72,6 +74,7 @@ _HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.PAYLOAD_TOO_LARGE: 413,
     ErrorCode.RESOURCE_EXHAUSTED: 429,
     ErrorCode.UNAVAILABLE: 503,
+    ErrorCode.INTERNAL: 500,
     ErrorCode.EXPRESSION_ERROR: 422,
     ErrorCode.TIMEOUT: 504,
     ErrorCode.SCHEDULE_TIMEOUT: 504,

@@ -50,6 +50,10 @@ class WorkflowCreated(_Event):
     """The input, already checked against the schema, with defaults applied."""
     parent: str | None = None
     """``EXECUTION_ID:UNIT`` of the parent step, for a child workflow."""
+    parent_execution_id: str | None = None
+    """For a child workflow: the execution its outcome is reported to."""
+    parent_token: str | None = None
+    """For a child workflow: the delivery token of the parent step it answers."""
 
 
 class WorkflowStarted(_Event):

@@ -36,6 +36,8 @@ def start_execution(
     execution_id: str,
     input: Any = None,
     parent: str | None = None,
+    parent_execution_id: str | None = None,
+    parent_token: str | None = None,
 ) -> WorkflowCreated:
     """The first event of a new execution, its input checked and defaults applied.
 
@@ -52,6 +54,8 @@ def start_execution(
         definition_hash=definition_hash,
         input=value,
         parent=parent,
+        parent_execution_id=parent_execution_id,
+        parent_token=parent_token,
     )
 
 

@@ -17,7 +17,8 @@ The flows (see ``docs/protocol.md``):
 - dispatcher -> a task queue: :class:`TaskAssignment`;
 - workers <-> ``control`` (request and reply): :class:`RegisterWorker`,
   :class:`Heartbeat`, :class:`UnregisterWorker`, answered with
-  :class:`Registration`, :class:`HeartbeatReply` or :class:`ControlError`.
+  :class:`Registration`, :class:`HeartbeatReply`, :class:`Unregistered` or
+  :class:`ControlError`.
 """
 
 from __future__ import annotations
@@ -127,7 +128,27 @@ class DeliveryLost(_Message):
     reason: str = "worker lost"
 
 
-DeciderInput = Annotated[Wake | TaskResult | TimerDue | DeliveryLost, Field(discriminator="type")]
+class StartChild(_Message):
+    """Start a child execution for a parent's ``workflow:`` step (routed by the child's id).
+
+    The child id is derived from the parent's id and unit, so a retried start
+    finds the child already there and does not start a second one.
+    """
+
+    type: Literal["StartChild"] = "StartChild"
+    execution_id: str
+    """The child's id."""
+    definition_hash: str
+    input: JsonValue = None
+    parent: str
+    """``PARENT_ID:UNIT``, for people."""
+    parent_execution_id: str
+    parent_token: str
+
+
+DeciderInput = Annotated[
+    Wake | TaskResult | TimerDue | DeliveryLost | StartChild, Field(discriminator="type")
+]
 
 
 # -- dispatch (decider -> dispatcher -> workers) ----------------------------
@@ -243,12 +264,22 @@ class HeartbeatReply(_Message):
     """Tokens whose tasks should stop (cancelled, timed out or superseded)."""
 
 
+class Unregistered(_Message):
+    """The answer to :class:`UnregisterWorker`: the session is closed."""
+
+    type: Literal["Unregistered"] = "Unregistered"
+    lost: int = 0
+    """Tasks the session still held, reported to the decider as lost."""
+
+
 class ControlError(_Message):
     type: Literal["ControlError"] = "ControlError"
     error: ErrorBody
 
 
-ControlReply = Annotated[Registration | HeartbeatReply | ControlError, Field(discriminator="type")]
+ControlReply = Annotated[
+    Registration | HeartbeatReply | Unregistered | ControlError, Field(discriminator="type")
+]
 
 
 # -- decoding ---------------------------------------------------------------

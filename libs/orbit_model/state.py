@@ -124,6 +124,8 @@ class ExecutionState(_Frozen):
     version: str = ""
     definition_hash: str = ""
     parent: str | None = None
+    parent_execution_id: str | None = None
+    parent_token: str | None = None
     status: ExecutionStatus = "new"
     input: JsonValue = None
     units: dict[str, UnitState] = Field(default_factory=dict)
@@ -219,6 +221,8 @@ def _changes(state: ExecutionState, event: Event) -> dict[str, Any]:
                 "definition_hash": event.definition_hash,
                 "input": event.input,
                 "parent": event.parent,
+                "parent_execution_id": event.parent_execution_id,
+                "parent_token": event.parent_token,
                 "status": "created",
             }
         case WorkflowStarted():

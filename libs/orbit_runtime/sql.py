@@ -28,6 +28,12 @@ LIST_DEFINITIONS = (
     "SELECT name, version, hash, registered_at FROM definitions ORDER BY name, registered_at"
 )
 
+# Which contract version of each task the registered workflows call.
+TASK_VERSIONS_IN_USE = """
+SELECT DISTINCT t.key AS task, t.value->>'version' AS version
+FROM definitions, jsonb_each(coalesce(ir->'tasks', '{}'::jsonb)) AS t
+"""
+
 
 # -- history and executions ------------------------------------------------
 
@@ -61,6 +67,14 @@ WHERE e.execution_id = u.execution_id
 READ_EVENTS = """
 SELECT seq, recorded_at, type, data::text AS data FROM history
 WHERE execution_id = $1 AND seq > $2 ORDER BY seq
+"""
+
+# The new events of many executions at once: one round trip for a decider batch.
+READ_EVENTS_MANY = """
+SELECT h.execution_id, h.seq, h.data::text AS data
+FROM unnest($1::text[], $2::bigint[]) AS c(execution_id, after_seq)
+JOIN history AS h ON h.execution_id = c.execution_id AND h.seq > c.after_seq
+ORDER BY h.execution_id, h.seq
 """
 
 EXECUTION_BY_ID = """
@@ -137,10 +151,19 @@ WHERE session_id = $1 AND closed_at IS NULL
 RETURNING session_id
 """
 
+# RETURNING sees the updated row, so the tasks held before closing come from
+# a locked read of the row as it was.
 CLOSE_SESSION = """
-UPDATE worker_sessions SET closed_at = now(), inflight = '[]'
+UPDATE worker_sessions AS w SET closed_at = now(), inflight = '[]'
+FROM (SELECT session_id, inflight FROM worker_sessions
+      WHERE session_id = $1 AND closed_at IS NULL FOR UPDATE) AS before
+WHERE w.session_id = before.session_id
+RETURNING before.inflight::text AS inflight
+"""
+
+SESSION_INFLIGHT = """
+SELECT inflight::text AS inflight FROM worker_sessions
 WHERE session_id = $1 AND closed_at IS NULL
-RETURNING inflight::text AS inflight
 """
 
 LIST_SESSIONS = """

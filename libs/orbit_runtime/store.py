@@ -148,13 +148,15 @@ class EventStore:
         if not appends:
             return []
         events = _event_columns(appends)
-        new = [a for a in appends if a.expected_seq == 0]
-        old = [a for a in appends if a.expected_seq > 0]
+        # An append may carry only outbox messages (no events): it touches no row.
+        new = [a for a in appends if a.events and a.expected_seq == 0]
+        old = [a for a in appends if a.events and a.expected_seq > 0]
         upserts, deletes = _timer_changes(appends)
         outbox = [message for a in appends for message in a.outbox]
         async with self.pool.acquire() as connection, connection.transaction():
             try:
-                await connection.execute(sql.INSERT_EVENTS, *events)
+                if events[0]:
+                    await connection.execute(sql.INSERT_EVENTS, *events)
             except asyncpg.UniqueViolationError:
                 raise AppendConflict([a.execution_id for a in appends]) from None
             if new:
@@ -184,6 +186,16 @@ class EventStore:
             StoredEvent(row["seq"], row["recorded_at"], event_from_json(row["data"]))
             for row in rows
         ]
+
+    async def read_new_events(self, after: Mapping[str, int]) -> dict[str, list[Event]]:
+        """For each execution, its events after the seq given for it (one query for all)."""
+        found: dict[str, list[Event]] = {execution_id: [] for execution_id in after}
+        if not after:
+            return found
+        rows = await self.pool.fetch(sql.READ_EVENTS_MANY, list(after), list(after.values()))
+        for row in rows:
+            found[row["execution_id"]].append(event_from_json(row["data"]))
+        return found
 
     async def execution(self, execution_id: str) -> ExecutionRow | None:
         row = await self.pool.fetchrow(sql.EXECUTION_BY_ID, execution_id)
@@ -273,6 +285,13 @@ class EventStore:
             DefinitionRow(row["name"], row["version"], row["hash"], row["registered_at"])
             for row in rows
         ]
+
+    async def task_versions_in_use(self) -> dict[str, set[str]]:
+        """Task name to the contract versions the registered workflows call it at."""
+        used: dict[str, set[str]] = {}
+        for row in await self.pool.fetch(sql.TASK_VERSIONS_IN_USE):
+            used.setdefault(row["task"], set()).add(row["version"])
+        return used
 
     # -- outbox ----------------------------------------------------------------
 

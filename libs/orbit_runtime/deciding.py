@@ -1,0 +1,394 @@
+"""The decider's work: inputs in, events and messages out, committed together.
+
+:meth:`Deciding.handle` takes a batch of inputs for many executions (wake-ups,
+task results, timer firings, lost deliveries, child starts), brings each
+execution's state up to date (a bounded cache plus one query for the events
+appended since), turns each input into events with :mod:`orbit_model.inputs`,
+runs :func:`~orbit_model.decider.decide_until_stable`, and appends everything
+in one transaction with the messages the new events call for in the outbox.
+If another writer got there first the whole batch is re-read and decided
+again: the pure core makes that safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from orbit_model.decider import decide_until_stable, unit_call
+from orbit_model.errors import OrbitError
+from orbit_model.events import Event, StepDispatched, TaskFailure
+from orbit_model.inputs import (
+    accept_lost_delivery,
+    accept_result,
+    accept_timer,
+    start_execution,
+)
+from orbit_model.ir import HTTP_TASK, WorkflowIR
+from orbit_model.messages import (
+    DeciderInput,
+    DeliveryLost,
+    DispatchTask,
+    StartChild,
+    TaskResult,
+    TimerDue,
+    Wake,
+    encode,
+)
+from orbit_model.state import ExecutionState, evolve, replay
+from orbit_runtime.broker import Topology
+from orbit_runtime.settings import Settings
+from orbit_runtime.store import Append, AppendConflict, EventStore, OutboxMessage
+
+log = logging.getLogger("orbit.decider")
+
+HTTP_CONTRACT_VERSION = "1"
+ADAPTER_DISABLED = "ADAPTER_DISABLED"
+CHILD_FAILED = "CHILD_FAILED"
+_MAX_CONFLICT_RETRIES = 5
+_UNSAFE_ID_CHARACTERS = re.compile(r"[^A-Za-z0-9\-_.:]")
+
+
+def child_execution_id(parent_id: str, unit: str) -> str:
+    """The id of the child a parent's unit starts: the same for every attempt of that unit."""
+    candidate = _UNSAFE_ID_CHARACTERS.sub(".", f"{parent_id}:{unit}").rstrip(".")
+    if len(candidate) <= 200:
+        return candidate
+    digest = hashlib.sha256(f"{parent_id}\0{unit}".encode()).hexdigest()[:40]
+    return f"{candidate[:150]}:{digest}"
+
+
+def epoch_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What a batch wrote: its outbox rows, for the relay to publish now."""
+
+    outbox_ids: list[int]
+    messages: list[OutboxMessage]
+    events: int
+
+
+class _StateCache:
+    """The latest known state of recently seen executions, least recently used dropped first."""
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self._states: OrderedDict[str, ExecutionState] = OrderedDict()
+
+    def get(self, execution_id: str) -> ExecutionState | None:
+        state = self._states.get(execution_id)
+        if state is not None:
+            self._states.move_to_end(execution_id)
+        return state
+
+    def put(self, execution_id: str, state: ExecutionState) -> None:
+        if state.terminal:
+            # A finished execution takes no more decisions: keep memory for live ones.
+            self._states.pop(execution_id, None)
+            return
+        self._states[execution_id] = state
+        self._states.move_to_end(execution_id)
+        while len(self._states) > self.capacity:
+            self._states.popitem(last=False)
+
+    def drop(self, execution_ids: Sequence[str]) -> None:
+        for execution_id in execution_ids:
+            self._states.pop(execution_id, None)
+
+    def __len__(self) -> int:
+        return len(self._states)
+
+
+class Deciding:
+    """Decides batches of inputs; one instance per decider process."""
+
+    def __init__(
+        self,
+        store: EventStore,
+        topology: Topology,
+        settings: Settings,
+        clock: Callable[[], int] = epoch_ms,
+        cache_size: int = 20_000,
+    ) -> None:
+        self.store = store
+        self.topology = topology
+        self.settings = settings
+        self.clock = clock
+        self.states = _StateCache(cache_size)
+        self._definitions: dict[str, WorkflowIR] = {}
+
+    async def handle(self, inputs: Sequence[DeciderInput]) -> Committed:
+        """Decide on ``inputs`` and commit the outcome; retried on conflicts.
+
+        Raises:
+            AppendConflict: Still losing races after several tries (the caller gives
+                the inputs back to the queue).
+        """
+        groups: dict[str, list[DeciderInput]] = {}
+        for item in inputs:
+            groups.setdefault(item.execution_id, []).append(item)
+        for _ in range(_MAX_CONFLICT_RETRIES):
+            states = await self._load(list(groups))
+            now = self.clock()
+            appends: list[Append] = []
+            for execution_id, items in groups.items():
+                append = await self._plan(execution_id, states[execution_id], items, now)
+                if append is not None:
+                    appends.append(append)
+            try:
+                ids = await self.store.append(appends)
+            except AppendConflict:
+                self.states.drop(list(groups))
+                continue
+            for append in appends:
+                self.states.put(append.execution_id, append.state)
+            messages = [message for append in appends for message in append.outbox]
+            return Committed(ids, messages, sum(len(a.events) for a in appends))
+        raise AppendConflict(list(groups))
+
+    # -- loading -----------------------------------------------------------------
+
+    async def _load(self, execution_ids: list[str]) -> dict[str, ExecutionState]:
+        known = {execution_id: self.states.get(execution_id) for execution_id in execution_ids}
+        after = {eid: (state.last_seq if state else 0) for eid, state in known.items()}
+        new_events = await self.store.read_new_events(after)
+        states: dict[str, ExecutionState] = {}
+        for execution_id, state in known.items():
+            events = new_events[execution_id]
+            current = state or ExecutionState()
+            for event in events:
+                current = evolve(current, event)
+            states[execution_id] = current
+        return states
+
+    async def _definition(self, definition_hash: str) -> WorkflowIR | None:
+        ir = self._definitions.get(definition_hash)
+        if ir is None:
+            definition = await self.store.definition_by_hash(definition_hash)
+            if definition is None:
+                return None
+            ir = self._definitions[definition_hash] = definition.ir
+        return ir
+
+    # -- deciding ----------------------------------------------------------------
+
+    async def _plan(
+        self, execution_id: str, state: ExecutionState, items: list[DeciderInput], now: int
+    ) -> Append | None:
+        before = state
+        events: list[Event] = []
+        outbox: list[OutboxMessage] = []
+        for item in items:
+            if isinstance(item, StartChild):
+                state, started, replies = await self._start_child(state, item)
+                events += started
+                outbox += replies
+        if state.last_seq == 0 and not events:
+            if outbox:  # a child that could not start: its parent is told
+                return Append(execution_id, 0, [], state, outbox=outbox)
+            log.warning(
+                "input for an unknown execution dropped",
+                extra={"action": "input.unknown_execution", "execution_id": execution_id},
+            )
+            return None
+        ir = await self._definition(state.definition_hash)
+        if ir is None:
+            log.error(
+                "execution %s names a definition that is not registered",
+                execution_id,
+                extra={"action": "input.unknown_definition", "execution_id": execution_id},
+            )
+            return None
+        for item in items:
+            for event in self._accept(state, ir, item, now):
+                state = evolve(state, event)
+                events.append(event)
+        state, decided = self._decide(state, ir, now)
+        events += decided
+        if not events and not outbox:
+            return None
+        outbox += self._messages(state, ir, before, events)
+        return Append(
+            execution_id,
+            before.last_seq,
+            events,
+            state,
+            timers_before=before.timers,
+            outbox=outbox,
+        )
+
+    def _accept(
+        self, state: ExecutionState, ir: WorkflowIR, item: DeciderInput, now: int
+    ) -> list[Event]:
+        try:
+            if isinstance(item, TaskResult):
+                return accept_result(state, ir, item.token, output=item.output, error=item.error)
+            if isinstance(item, TimerDue):
+                return accept_timer(state, item.key, now)
+            if isinstance(item, DeliveryLost):
+                return accept_lost_delivery(state, item.token, item.reason)
+        except OrbitError as error:
+            log.warning(
+                "input refused: %s",
+                error,
+                extra={"action": "input.refused", "execution_id": state.execution_id},
+            )
+        return []  # Wake and StartChild: nothing to accept, only to decide
+
+    def _decide(
+        self, state: ExecutionState, ir: WorkflowIR, now: int
+    ) -> tuple[ExecutionState, list[Event]]:
+        """Decide to a fixpoint, answering at once the calls no worker may take."""
+        limits = self.settings.limits
+        state, events = decide_until_stable(state, ir, now, limits)
+        refused = self._refused_now(ir, events)
+        while refused:
+            answers: list[Event] = []
+            for dispatched, failure in refused:
+                answers += accept_result(state, ir, dispatched.token, error=failure)
+            for event in answers:
+                state = evolve(state, event)
+            state, more = decide_until_stable(state, ir, now, limits)
+            events += answers + more
+            refused = self._refused_now(ir, more)
+        return state, events
+
+    def _refused_now(
+        self, ir: WorkflowIR, events: list[Event]
+    ) -> list[tuple[StepDispatched, TaskFailure]]:
+        if self.settings.http_adapter_enabled:
+            return []
+        refused = []
+        for event in events:
+            if isinstance(event, StepDispatched) and unit_call(ir, event.unit)[1].task == HTTP_TASK:
+                failure = TaskFailure(
+                    code=ADAPTER_DISABLED,
+                    message="http steps need the HTTP adapter: set ORBIT_HTTP_ADAPTER_ENABLED=true"
+                    " and run `orbit service http-adapter`",
+                    retryable=False,
+                )
+                refused.append((event, failure))
+        return refused
+
+    # -- what the events call for ------------------------------------------------
+
+    def _messages(
+        self, state: ExecutionState, ir: WorkflowIR, before: ExecutionState, events: list[Event]
+    ) -> list[OutboxMessage]:
+        messages: list[OutboxMessage] = []
+        in_flight = {unit.token for unit in state.units.values() if unit.token}
+        for event in events:
+            if isinstance(event, StepDispatched) and event.token in in_flight:
+                messages.append(self._dispatch(state, ir, event))
+        if state.terminal and not before.terminal and state.parent_execution_id:
+            messages.append(self._child_outcome(state))
+        return messages
+
+    def _dispatch(
+        self, state: ExecutionState, ir: WorkflowIR, event: StepDispatched
+    ) -> OutboxMessage:
+        step, call = unit_call(ir, event.unit)
+        unit = state.unit(event.unit)
+        if call.task.startswith("workflow:") and step.child is not None and call is step.call:
+            child_id = child_execution_id(state.execution_id, event.unit)
+            start = StartChild(
+                execution_id=child_id,
+                definition_hash=step.child.hash or "",
+                input=unit.input,
+                parent=f"{state.execution_id}:{event.unit}",
+                parent_execution_id=state.execution_id,
+                parent_token=event.token,
+            )
+            route = self.topology.decider_route(child_id)
+            return OutboxMessage(route.exchange, route.routing_key, encode(start))
+        is_http = call.task == HTTP_TASK
+        version = HTTP_CONTRACT_VERSION if is_http else ir.tasks[call.task].version
+        dispatch = DispatchTask(
+            execution_id=state.execution_id,
+            workflow=state.workflow,
+            unit=event.unit,
+            task=call.task,
+            task_version=version,
+            token=event.token,
+            attempt=event.attempt,
+            idempotency_key=state.idempotency_key(event.unit),
+            redelivery=event.redelivery,
+            input=unit.input,
+            result_route=self.topology.decider_route(state.execution_id),
+        )
+        return OutboxMessage(self.topology.dispatch, "dispatch", encode(dispatch))
+
+    def _child_outcome(self, state: ExecutionState) -> OutboxMessage:
+        parent_id, parent_token = state.parent_execution_id, state.parent_token
+        if parent_id is None or parent_token is None:
+            raise ValueError(f"{state.execution_id} is not a child execution")
+        if state.status == "completed":
+            result = TaskResult(execution_id=parent_id, token=parent_token, output=state.output)
+        else:
+            reason = f": {state.error.message}" if state.error else ""
+            result = TaskResult(
+                execution_id=parent_id,
+                token=parent_token,
+                error=TaskFailure(
+                    code=CHILD_FAILED,
+                    message=f"child workflow {state.execution_id} {state.status}{reason}",
+                    retryable=False,
+                    details={
+                        "child_execution_id": state.execution_id,
+                        "status": state.status,
+                        "error": state.error.model_dump(mode="json") if state.error else None,
+                    },
+                ),
+            )
+        route = self.topology.decider_route(parent_id)
+        return OutboxMessage(route.exchange, route.routing_key, encode(result))
+
+    async def _start_child(
+        self, state: ExecutionState, start: StartChild
+    ) -> tuple[ExecutionState, list[Event], list[OutboxMessage]]:
+        """Create the child unless it exists; a child that already ended answers again."""
+        if state.last_seq > 0:
+            if state.terminal:
+                answered = state.model_copy(update={"parent_token": start.parent_token})
+                return state, [], [self._child_outcome(answered)]
+            return state, [], []
+        ir = await self._definition(start.definition_hash)
+        if ir is None:
+            failure = TaskFailure(
+                code="CHILD_NOT_REGISTERED",
+                message=f"the child definition {start.definition_hash} is not registered",
+                retryable=False,
+            )
+            return state, [], [self._result_to_parent(start, failure)]
+        try:
+            created = start_execution(
+                ir,
+                start.definition_hash,
+                start.execution_id,
+                start.input,
+                parent=start.parent,
+                parent_execution_id=start.parent_execution_id,
+                parent_token=start.parent_token,
+            )
+        except OrbitError as error:
+            failure = TaskFailure(code=error.code.value, message=error.message, retryable=False)
+            return state, [], [self._result_to_parent(start, failure)]
+        return replay([created]), [created], []
+
+    def _result_to_parent(self, start: StartChild, failure: TaskFailure) -> OutboxMessage:
+        result = TaskResult(
+            execution_id=start.parent_execution_id, token=start.parent_token, error=failure
+        )
+        route = self.topology.decider_route(start.parent_execution_id)
+        return OutboxMessage(route.exchange, route.routing_key, encode(result))
+
+
+__all__ = ["Committed", "Deciding", "Wake", "child_execution_id"]

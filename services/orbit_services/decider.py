@@ -1,0 +1,166 @@
+"""The decider service: consumes its partitions of the decider queue and commits decisions.
+
+Messages are collected as they arrive (up to ``ORBIT_DECIDER_BATCH_SIZE``),
+decided together and committed in one transaction, then acked; the outbox
+rows of the batch are published right after. A message that is not a
+decider input is parked at once. If a batch fails for another reason, each
+execution's inputs are tried alone, so one bad input cannot hold up the
+others; those that still fail go back to the queue, and past the delivery
+limit to the dead-letter queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+
+from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
+
+from orbit_model.messages import DeciderInput, MalformedMessage, decode_decider_input
+from orbit_runtime.broker import (
+    Publisher,
+    Topology,
+    connect,
+    declare_topology,
+    give_back,
+    open_channel,
+    park,
+)
+from orbit_runtime.deciding import Deciding
+from orbit_runtime.outbox import OutboxRelay
+from orbit_runtime.settings import Settings
+from orbit_runtime.store import EventStore
+
+log = logging.getLogger("orbit.decider")
+
+
+@dataclass(frozen=True)
+class _Received:
+    message: AbstractIncomingMessage
+    input: DeciderInput
+
+
+class DeciderService:
+    name = "decider"
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.topology = Topology(settings.namespace, settings.decider_partitions)
+        self._inbox: asyncio.Queue[_Received] = asyncio.Queue()
+        self._tasks: list[asyncio.Task[None]] = []
+        self._consumers: list[tuple[object, str]] = []
+        self._connection: AbstractRobustConnection | None = None
+        self._store: EventStore | None = None
+        self._deciding: Deciding | None = None
+        self._relay: OutboxRelay | None = None
+        self._busy = asyncio.Lock()
+        """Held while a batch is decided and committed: stop() waits for it."""
+        self.batches = 0
+        """Batches committed so far (for tests and metrics)."""
+
+    async def start(self) -> None:
+        settings = self.settings
+        self._store = await EventStore.connect(settings.database_url)
+        self._connection = await connect(settings.amqp_url)
+        publishing = await open_channel(self._connection)
+        await declare_topology(publishing, self.topology)
+        self._relay = OutboxRelay(self._store, Publisher(publishing))
+        self._deciding = Deciding(self._store, self.topology, settings)
+        consuming = await open_channel(self._connection, prefetch=settings.decider_batch_size)
+        self._tasks = [
+            asyncio.create_task(self._decide_forever(), name="decider.batches"),
+            asyncio.create_task(self._relay.run_sweeper(), name="decider.outbox"),
+        ]
+        await self._consume(consuming)
+
+    async def _consume(self, channel: AbstractChannel) -> None:
+        for partition in range(self.topology.partitions):
+            queue = await channel.get_queue(self.topology.decider_queue(partition), ensure=False)
+            tag = await queue.consume(self._on_message)
+            self._consumers.append((queue, tag))
+
+    async def _on_message(self, message: AbstractIncomingMessage) -> None:
+        try:
+            decoded = decode_decider_input(message.body)
+        except MalformedMessage as error:
+            await park(message, error.message)
+            return
+        await self._inbox.put(_Received(message, decoded))
+
+    async def _decide_forever(self) -> None:
+        while True:
+            batch = [await self._inbox.get()]
+            async with self._busy:
+                while len(batch) < self.settings.decider_batch_size and not self._inbox.empty():
+                    batch.append(self._inbox.get_nowait())
+                await self._decide(batch)
+
+    async def _decide(self, batch: list[_Received]) -> None:
+        assert self._deciding is not None
+        assert self._relay is not None
+        try:
+            committed = await self._deciding.handle([received.input for received in batch])
+        except Exception as error:
+            if len(batch) == 1:
+                log.warning(
+                    "decision failed: %r",
+                    error,
+                    extra={
+                        "action": "decide.failed",
+                        "execution_id": batch[0].input.execution_id,
+                    },
+                )
+                await give_back(batch[0].message, error)
+                return
+            await self._decide_alone(batch)
+            return
+        self.batches += 1
+        for received in batch:
+            await received.message.ack()
+        await self._relay.publish_committed(committed.outbox_ids, committed.messages)
+
+    async def _decide_alone(self, batch: list[_Received]) -> None:
+        """Decide each execution of a failed batch on its own, to isolate the bad input."""
+        by_execution: dict[str, list[_Received]] = {}
+        for received in batch:
+            by_execution.setdefault(received.input.execution_id, []).append(received)
+        assert self._deciding is not None
+        assert self._relay is not None
+        for execution_id, group in by_execution.items():
+            try:
+                committed = await self._deciding.handle([received.input for received in group])
+            except Exception as error:
+                log.warning(
+                    "decision failed: %r",
+                    error,
+                    extra={"action": "decide.failed", "execution_id": execution_id},
+                )
+                for received in group:
+                    await give_back(received.message, error)
+                continue
+            for received in group:
+                await received.message.ack()
+            await self._relay.publish_committed(committed.outbox_ids, committed.messages)
+
+    async def stop(self) -> None:
+        for queue, tag in self._consumers:
+            with contextlib.suppress(Exception):
+                await queue.cancel(tag)  # type: ignore[attr-defined]
+        self._consumers.clear()
+        # Let the batch in hand finish, then give back what was received but not decided.
+        async with self._busy:
+            for task in self._tasks:
+                task.cancel()
+            for task in self._tasks:
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        while not self._inbox.empty():
+            received = self._inbox.get_nowait()
+            with contextlib.suppress(Exception):
+                await received.message.nack(requeue=True)
+        if self._connection is not None:
+            await self._connection.close()
+        if self._store is not None:
+            await self._store.close()

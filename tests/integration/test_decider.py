@@ -1,0 +1,196 @@
+"""The decider service against the real broker and Postgres, with the test playing the worker.
+
+The test appends starts directly to the store (as the gateway does), reads
+what the decider sends to the dispatch queue, and answers with results on
+the decider's own queues.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import aio_pika
+import pytest
+from aio_pika.abc import AbstractChannel, AbstractQueue
+
+from orbit_model import compile_definition
+from orbit_model.compiler import Definition
+from orbit_model.events import StaleResultIgnored, StepAttemptFailed, TaskFailure
+from orbit_model.inputs import start_execution
+from orbit_model.messages import DispatchTask, TaskResult, Wake, encode
+from orbit_model.state import ExecutionState, replay
+from orbit_runtime.broker import Topology, declare_topology
+from orbit_runtime.store import Append, EventStore
+from orbit_services.decider import DeciderService
+
+from .conftest import OrbitEnv
+from .eventually import eventually
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+HELLO = compile_definition((EXAMPLES / "hello-world.yaml").read_text())
+
+
+@dataclass
+class Rig:
+    store: EventStore
+    channel: AbstractChannel
+    dispatched: AbstractQueue
+    topology: Topology
+    decider: DeciderService
+
+    async def start(self, definition: Definition, execution_id: str, input: object) -> None:
+        event = start_execution(definition.ir, definition.hash, execution_id, input)
+        await self.store.append([Append(execution_id, 0, [event], replay([event]))])
+        await self.send(Wake(execution_id=execution_id))
+
+    async def send(self, message: Wake | TaskResult) -> None:
+        route = self.topology.decider_route(message.execution_id)
+        exchange = await self.channel.get_exchange(route.exchange)
+        await exchange.publish(aio_pika.Message(encode(message)), route.routing_key)
+
+    async def next_dispatch(self, timeout: float = 5.0) -> DispatchTask:
+        async def probe() -> aio_pika.abc.AbstractIncomingMessage | None:
+            return await self.dispatched.get(fail=False, no_ack=True)
+
+        message = await eventually(probe, lambda m: m is not None, timeout, what="a dispatch")
+        assert message is not None
+        return DispatchTask.model_validate_json(message.body)
+
+    async def state(self, execution_id: str) -> ExecutionState:
+        return replay(e.event for e in await self.store.read_events(execution_id))
+
+    async def status(self, execution_id: str) -> str:
+        row = await self.store.execution(execution_id)
+        return row.status if row else "missing"
+
+
+@pytest.fixture
+async def rig(orbit_env: OrbitEnv) -> AsyncIterator[Rig]:
+    store = await EventStore.connect(orbit_env.settings.database_url)
+    await store.register_definition(HELLO)
+    connection = await aio_pika.connect(orbit_env.settings.amqp_url)
+    channel = await connection.channel()
+    await declare_topology(channel, orbit_env.topology)
+    dispatched = await channel.get_queue(orbit_env.topology.dispatch)
+    decider = DeciderService(orbit_env.settings)
+    await decider.start()
+    try:
+        yield Rig(store, channel, dispatched, orbit_env.topology, decider)
+    finally:
+        await decider.stop()
+        await connection.close()
+        await store.close()
+
+
+async def test_a_start_is_dispatched_and_a_result_completes_it(rig: Rig) -> None:
+    await rig.start(HELLO, "e-1", {"name": "ada"})
+    task = await rig.next_dispatch()
+    assert (task.execution_id, task.unit, task.task, task.task_version) == (
+        "e-1",
+        "greet",
+        "greet",
+        "1",
+    )
+    assert (task.attempt, task.idempotency_key, task.input) == (1, "e-1:greet", {"name": "ada"})
+    assert task.result_route == rig.topology.decider_route("e-1")
+    await rig.send(TaskResult(execution_id="e-1", token=task.token, output={"greeting": "hi"}))
+    await eventually(lambda: rig.status("e-1"), lambda s: s == "completed", what="completion")
+    row = await rig.store.execution("e-1")
+    assert row is not None
+    assert row.output == {"greeting": "hi"}
+    assert row.closed_at is not None
+
+
+async def test_a_duplicate_result_is_recorded_as_stale(rig: Rig) -> None:
+    await rig.start(HELLO, "e-2", {})
+    task = await rig.next_dispatch()
+    result = TaskResult(execution_id="e-2", token=task.token, output={"greeting": "hi"})
+    await rig.send(result)
+    await eventually(lambda: rig.status("e-2"), lambda s: s == "completed")
+    # A terminal execution takes nothing more; a result for another unresolved unit token
+    # is stale. Start a second execution to check the stale record while it runs.
+    await rig.start(HELLO, "e-3", {})
+    first = await rig.next_dispatch()
+    await rig.send(TaskResult(execution_id="e-3", token=first.token, error=_flaky()))
+    retry_wait = await eventually(lambda: rig.state("e-3"), lambda s: s.unit("greet").due_at)
+    assert retry_wait.unit("greet").status == "retry_wait"
+    # The same failure delivered again is no longer the delivery in flight: stale.
+    await rig.send(TaskResult(execution_id="e-3", token=first.token, error=_flaky()))
+    history = await eventually(
+        lambda: rig.store.read_events("e-3"),
+        lambda events: any(isinstance(e.event, StaleResultIgnored) for e in events),
+        what="a stale record",
+    )
+    assert sum(isinstance(e.event, StepAttemptFailed) for e in history) == 1
+
+
+async def test_an_output_breaking_the_contract_fails_the_attempt(rig: Rig) -> None:
+    await rig.start(HELLO, "e-4", {})
+    task = await rig.next_dispatch()
+    await rig.send(TaskResult(execution_id="e-4", token=task.token, output={"greeting": 42}))
+    state = await eventually(lambda: rig.state("e-4"), lambda s: s.unit("greet").error)
+    error = state.unit("greet").error
+    assert error is not None
+    assert error.code == "OUTPUT_CONTRACT_VIOLATION"
+
+
+async def test_a_result_with_an_unknown_token_changes_nothing(rig: Rig) -> None:
+    await rig.start(HELLO, "e-5", {})
+    await rig.next_dispatch()
+    before = await rig.state("e-5")
+    await rig.send(TaskResult(execution_id="e-5", token="e-5:greet:99", output={}))
+    await rig.send(Wake(execution_id="e-5"))
+    await eventually(lambda: _acked(rig), what="the inputs to be taken")
+    assert (await rig.state("e-5")).last_seq == before.last_seq
+
+
+async def test_a_poison_message_is_parked_and_the_decider_keeps_serving(rig: Rig) -> None:
+    route = rig.topology.decider_route("e-6")
+    exchange = await rig.channel.get_exchange(route.exchange)
+    await exchange.publish(aio_pika.Message(b"not json"), route.routing_key)
+    parked = await rig.channel.get_queue(rig.topology.dead_letter)
+
+    async def probe() -> aio_pika.abc.AbstractIncomingMessage | None:
+        return await parked.get(fail=False, no_ack=True)
+
+    message = await eventually(probe, lambda m: m is not None, what="a parked message")
+    assert message is not None
+    assert message.body == b"not json"
+    await rig.start(HELLO, "e-6", {})
+    assert (await rig.next_dispatch()).execution_id == "e-6"
+
+
+async def test_many_executions_are_decided_in_batches(rig: Rig) -> None:
+    count = 60
+    await asyncio.gather(*(rig.start(HELLO, f"b-{n}", {}) for n in range(count)))
+    tasks = [await rig.next_dispatch() for _ in range(count)]
+    await asyncio.gather(
+        *(
+            rig.send(
+                TaskResult(execution_id=t.execution_id, token=t.token, output={"greeting": ""})
+            )
+            for t in tasks
+        )
+    )
+
+    async def completed() -> int:
+        rows = await rig.store.list_executions(status="completed", limit=1000)
+        return len(rows)
+
+    await eventually(completed, lambda n: n == count, what="all completions")
+    assert rig.decider.batches < 2 * count  # inputs that arrived together were committed together
+
+
+def _flaky() -> TaskFailure:
+    return TaskFailure(code="FLAKY", message="try again", retryable=True)
+
+
+async def _acked(rig: Rig) -> bool:
+    for partition in range(rig.topology.partitions):
+        queue = await rig.channel.declare_queue(rig.topology.decider_queue(partition), passive=True)
+        if queue.declaration_result.message_count:
+            return False
+    return True
