@@ -35,6 +35,7 @@ def start_execution(
     definition_hash: str,
     execution_id: str,
     input: Any = None,
+    *,
     parent: str | None = None,
     parent_execution_id: str | None = None,
     parent_token: str | None = None,

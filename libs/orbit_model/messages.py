@@ -117,6 +117,8 @@ class TimerDue(_Message):
     type: Literal["TimerDue"] = "TimerDue"
     execution_id: str
     key: str
+    due_at: int | None = None
+    """When it was due (epoch ms): the decider accepts it even if its clock is a bit behind."""
 
 
 class DeliveryLost(_Message):

@@ -213,7 +213,13 @@ class Deciding:
                 events.append(event)
         state, decided = self._decide(state, ir, now)
         events += decided
-        if not events and not outbox:
+        # The timer service deletes the rows it fires: a firing that changed nothing
+        # (the decider's clock is behind) must put its timer back.
+        timers_before = dict(before.timers)
+        refired = [i.key for i in items if isinstance(i, TimerDue) and i.key in state.timers]
+        for key in refired:
+            timers_before.pop(key, None)
+        if not events and not outbox and not refired:
             return None
         outbox += self._messages(state, ir, before, events)
         return Append(
@@ -221,7 +227,7 @@ class Deciding:
             before.last_seq,
             events,
             state,
-            timers_before=before.timers,
+            timers_before=timers_before,
             outbox=outbox,
         )
 
@@ -232,7 +238,7 @@ class Deciding:
             if isinstance(item, TaskResult):
                 return accept_result(state, ir, item.token, output=item.output, error=item.error)
             if isinstance(item, TimerDue):
-                return accept_timer(state, item.key, now)
+                return accept_timer(state, item.key, max(now, item.due_at or 0))
             if isinstance(item, DeliveryLost):
                 return accept_lost_delivery(state, item.token, item.reason)
         except OrbitError as error:

@@ -1,0 +1,95 @@
+"""A test rig for the decider: the test plays the gateway and the workers.
+
+It appends starts directly to the store (as the gateway does), reads what the
+decider sends to the dispatch queue, and answers with results on the
+decider's own queues.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import aio_pika
+from aio_pika.abc import AbstractChannel, AbstractQueue
+
+from orbit_model.compiler import Definition
+from orbit_model.inputs import start_execution
+from orbit_model.messages import DispatchTask, TaskResult, Wake, encode
+from orbit_model.state import ExecutionState, replay
+from orbit_runtime.broker import Topology, declare_topology
+from orbit_runtime.settings import Settings
+from orbit_runtime.store import Append, EventStore
+from orbit_services.decider import DeciderService
+
+from .eventually import eventually
+
+
+@dataclass
+class Rig:
+    store: EventStore
+    channel: AbstractChannel
+    dispatched: AbstractQueue
+    topology: Topology
+    decider: DeciderService
+
+    async def start(self, definition: Definition, execution_id: str, input: object) -> None:
+        event = start_execution(definition.ir, definition.hash, execution_id, input)
+        await self.store.append([Append(execution_id, 0, [event], replay([event]))])
+        await self.send(Wake(execution_id=execution_id))
+
+    async def send(self, message: Wake | TaskResult) -> None:
+        route = self.topology.decider_route(message.execution_id)
+        exchange = await self.channel.get_exchange(route.exchange)
+        await exchange.publish(aio_pika.Message(encode(message)), route.routing_key)
+
+    async def next_dispatch(self, timeout: float = 5.0) -> DispatchTask:
+        async def probe() -> aio_pika.abc.AbstractIncomingMessage | None:
+            return await self.dispatched.get(fail=False, no_ack=True)
+
+        message = await eventually(probe, lambda m: m is not None, timeout, what="a dispatch")
+        assert message is not None
+        return DispatchTask.model_validate_json(message.body)
+
+    async def state(self, execution_id: str) -> ExecutionState:
+        return replay(e.event for e in await self.store.read_events(execution_id))
+
+    async def status(self, execution_id: str) -> str:
+        row = await self.store.execution(execution_id)
+        return row.status if row else "missing"
+
+
+@pytest.fixture
+async def rig(orbit_env: OrbitEnv) -> AsyncIterator[Rig]:
+    store = await EventStore.connect(orbit_env.settings.database_url)
+    await store.register_definition(HELLO)
+    connection = await aio_pika.connect(orbit_env.settings.amqp_url)
+    channel = await connection.channel()
+    await declare_topology(channel, orbit_env.topology)
+    dispatched = await channel.get_queue(orbit_env.topology.dispatch)
+    decider = DeciderService(orbit_env.settings)
+    await decider.start()
+    try:
+        yield Rig(store, channel, dispatched, orbit_env.topology, decider)
+    finally:
+        await decider.stop()
+        await connection.close()
+        await store.close()
+
+
+@contextlib.asynccontextmanager
+async def decider_rig(settings: Settings, topology: Topology) -> AsyncIterator[Rig]:
+    store = await EventStore.connect(settings.database_url)
+    connection = await aio_pika.connect(settings.amqp_url)
+    channel = await connection.channel()
+    await declare_topology(channel, topology)
+    dispatched = await channel.get_queue(topology.dispatch)
+    decider = DeciderService(settings)
+    await decider.start()
+    try:
+        yield Rig(store, channel, dispatched, topology, decider)
+    finally:
+        await decider.stop()
+        await connection.close()
+        await store.close()

@@ -1,0 +1,87 @@
+"""The timer service fires sleeps and retry backoffs through the decider, at the right time."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+
+import pytest
+
+from orbit_model import compile_definition
+from orbit_model.events import TaskFailure
+from orbit_model.messages import TaskResult
+from orbit_runtime.store import EventStore
+from orbit_services.decider import DeciderService
+from orbit_services.timer import TimerService
+
+from .conftest import OrbitEnv
+from .eventually import eventually
+from .rig import Rig, decider_rig
+
+SLEEPY = compile_definition(
+    """
+orbit: 1
+workflow: sleepy
+version: 1.0.0
+tasks:
+  work: {version: "1"}
+steps:
+  - id: nap
+    sleep: 300ms
+  - id: work
+    task: work
+    retry: {max_attempts: 2, initial_interval: 200ms}
+"""
+)
+
+
+@pytest.fixture
+async def rig(orbit_env: OrbitEnv) -> AsyncIterator[Rig]:
+    async with decider_rig(orbit_env.settings, orbit_env.topology) as rig:
+        yield rig
+
+
+@pytest.fixture
+async def timer(orbit_env: OrbitEnv) -> AsyncIterator[TimerService]:
+    service = TimerService(orbit_env.settings)
+    await service.start()
+    try:
+        yield service
+    finally:
+        await service.stop()
+
+
+async def test_a_sleep_and_a_retry_fire_on_time(rig: Rig, timer: TimerService) -> None:
+    await rig.store.register_definition(SLEEPY)
+    began = time.monotonic()
+    await rig.start(SLEEPY, "s-1", None)
+    first = await rig.next_dispatch()
+    slept = time.monotonic() - began
+    assert 0.3 <= slept < 1.5
+    failure = TaskFailure(code="FLAKY", message="again")
+    failed_at = time.monotonic()
+    await rig.send(TaskResult(execution_id="s-1", token=first.token, error=failure))
+    second = await rig.next_dispatch()
+    assert 0.2 <= time.monotonic() - failed_at < 1.5
+    assert (second.attempt, second.idempotency_key) == (2, first.idempotency_key)
+    await rig.send(TaskResult(execution_id="s-1", token=second.token, output="done"))
+    await eventually(lambda: rig.status("s-1"), lambda s: s == "completed")
+    assert timer.fired == 2
+    async with rig.store.pool.acquire() as connection:
+        assert await connection.fetchval("SELECT count(*) FROM timers") == 0
+
+
+async def test_the_timers_table_follows_the_state(rig: Rig, orbit_env: OrbitEnv) -> None:
+    # Without a timer service the sleep's timer waits in the table with its due time.
+    await rig.store.register_definition(SLEEPY)
+    await rig.start(SLEEPY, "s-2", None)
+
+    async def timers() -> list[tuple[str, int]]:
+        store: EventStore = rig.store
+        rows = await store.pool.fetch("SELECT key, due_at FROM timers WHERE execution_id = 's-2'")
+        return [(row["key"], row["due_at"]) for row in rows]
+
+    rows = await eventually(timers, what="the sleep's timer")
+    state = await rig.state("s-2")
+    assert rows == [("timer:nap", state.unit("nap").due_at)]
+    assert isinstance(rig.decider, DeciderService)
