@@ -17,7 +17,7 @@ async def eventually(
     interval: float = 0.02,
     what: str = "the condition",
 ) -> T:
-    """Call ``probe`` until ``until(result)`` holds; the result, or AssertionError at the timeout."""
+    """Call ``probe`` until ``until(result)`` holds; its result, or AssertionError at timeout."""
     deadline = time.monotonic() + timeout
     while True:
         value = await probe()

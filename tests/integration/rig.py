@@ -60,24 +60,6 @@ class Rig:
         return row.status if row else "missing"
 
 
-@pytest.fixture
-async def rig(orbit_env: OrbitEnv) -> AsyncIterator[Rig]:
-    store = await EventStore.connect(orbit_env.settings.database_url)
-    await store.register_definition(HELLO)
-    connection = await aio_pika.connect(orbit_env.settings.amqp_url)
-    channel = await connection.channel()
-    await declare_topology(channel, orbit_env.topology)
-    dispatched = await channel.get_queue(orbit_env.topology.dispatch)
-    decider = DeciderService(orbit_env.settings)
-    await decider.start()
-    try:
-        yield Rig(store, channel, dispatched, orbit_env.topology, decider)
-    finally:
-        await decider.stop()
-        await connection.close()
-        await store.close()
-
-
 @contextlib.asynccontextmanager
 async def decider_rig(settings: Settings, topology: Topology) -> AsyncIterator[Rig]:
     store = await EventStore.connect(settings.database_url)
