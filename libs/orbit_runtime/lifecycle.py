@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 log = logging.getLogger("orbit.lifecycle")
@@ -26,8 +26,16 @@ class Service(Protocol):
     async def stop(self) -> None: ...
 
 
-async def run_until_stopped(services: Sequence[Service], stop: asyncio.Event | None = None) -> None:
-    """Start ``services`` in order, wait for a signal (or ``stop``), stop them in reverse."""
+async def run_until_stopped(
+    services: Sequence[Service],
+    stop: asyncio.Event | None = None,
+    when_started: Callable[[], Awaitable[None]] | None = None,
+) -> None:
+    """Start ``services`` in order, wait for a signal (or ``stop``), stop them in reverse.
+
+    ``when_started`` runs once every service serves (the demo uses it); if it
+    fails, everything stops.
+    """
     stopping = stop or asyncio.Event()
     loop = asyncio.get_running_loop()
     for number in (signal.SIGTERM, signal.SIGINT):
@@ -38,6 +46,8 @@ async def run_until_stopped(services: Sequence[Service], stop: asyncio.Event | N
             await service.start()
             started.append(service)
             log.info("%s started", service.name, extra={"action": "service.started"})
+        if when_started is not None:
+            await when_started()
         await stopping.wait()
     finally:
         for number in (signal.SIGTERM, signal.SIGINT):

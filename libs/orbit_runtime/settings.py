@@ -76,5 +76,6 @@ def load_settings(**overrides: object) -> Settings:
         lines = []
         for item in error.errors():
             name = "ORBIT_" + "_".join(str(part) for part in item["loc"]).upper()
-            lines.append(f"{name}: {item['msg']}")
+            message = str(item["msg"]).removeprefix("Value error, ")
+            lines.append(f"{name}: {message}")
         raise SettingsError("invalid settings:\n  " + "\n  ".join(lines)) from None

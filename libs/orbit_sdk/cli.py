@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import asyncio
 import sys
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
 
 from orbit_model import DefinitionError, compile_definition
+from orbit_model.errors import OrbitError
+from orbit_runtime.lifecycle import run_until_stopped
+from orbit_runtime.logs import configure_logging
+from orbit_runtime.migrate import migrate as run_migrations
+from orbit_runtime.settings import Settings, SettingsError, load_settings
+from orbit_services.runner import build
 
 app = typer.Typer(
     name="orbit",
@@ -58,6 +66,61 @@ def validate(
         else:
             _out.print(f"ok {definition.ref} {definition.hash}", markup=False)
     raise typer.Exit(1 if failed else 0)
+
+
+def _settings() -> Settings:
+    try:
+        return load_settings()
+    except SettingsError as error:
+        _err.print(str(error), markup=False)
+        raise typer.Exit(2) from None
+
+
+def _run(coroutine: Coroutine[Any, Any, None]) -> None:
+    """Run ``coroutine``; an OrbitError is printed as ``CODE: message``, exit 1."""
+    try:
+        asyncio.run(coroutine)
+    except OrbitError as error:
+        _err.print(f"{error.code.value}: {error.message}", markup=False)
+        raise typer.Exit(1) from None
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+@app.command()
+def migrate() -> None:
+    """Create the database if needed and apply every migration not yet applied."""
+    settings = _settings()
+
+    async def apply() -> None:
+        applied = await run_migrations(settings.database_url, progress=_progress)
+        _out.print(f"database is up to date ({len(applied)} migrations applied now)")
+
+    _run(apply())
+
+
+@app.command()
+def service(
+    names: Annotated[
+        list[str],
+        typer.Argument(
+            help="gateway, decider, dispatcher or timer (one or more).", show_default=False
+        ),
+    ],
+) -> None:
+    """Run Orbit services in this process until SIGTERM or Ctrl-C."""
+    settings = _settings()
+    configure_logging("+".join(names), settings.log_level, settings.log_format)
+    try:
+        services = build(names, settings)
+    except KeyError as error:
+        _err.print(error.args[0], markup=False)
+        raise typer.Exit(2) from None
+    _run(run_until_stopped(services))
+
+
+def _progress(line: str) -> None:
+    _err.print(line, markup=False)
 
 
 def main() -> None:

@@ -1,0 +1,59 @@
+"""Logging for services: ``text`` for a terminal, ``json`` for machines (``ORBIT_LOG_FORMAT``).
+
+Records carry the service name and, where the code gives them through
+``extra``, an ``action`` key and the execution id; the json format writes
+them as fields.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sys
+from datetime import UTC, datetime
+
+_FIELDS = ("action", "execution_id", "step", "count", "routing_key", "worker_id")
+
+
+class _JsonFormatter(logging.Formatter):
+    def __init__(self, service: str) -> None:
+        super().__init__()
+        self.service = service
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(),
+            "level": record.levelname.lower(),
+            "service": self.service,
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        for name in _FIELDS:
+            value = getattr(record, name, None)
+            if value is not None:
+                entry[name] = value
+        if record.exc_info:
+            entry["exception"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+class _TextFormatter(logging.Formatter):
+    def __init__(self, service: str) -> None:
+        super().__init__("%(asctime)s %(levelname)-7s " + service + " %(message)s%(fields)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = [f"{name}={getattr(record, name)}" for name in _FIELDS if hasattr(record, name)]
+        record.fields = (" " + " ".join(fields)) if fields else ""
+        return super().format(record)
+
+
+def configure_logging(service: str, level: str = "INFO", format: str = "text") -> None:
+    """Send every record at ``level`` or above to stderr in the chosen format."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_JsonFormatter(service) if format == "json" else _TextFormatter(service))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+    # aiormq and aio-pika log every reconnect attempt at INFO; keep them for warnings.
+    for noisy in ("aiormq", "aio_pika", "uvicorn.access"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -1,0 +1,62 @@
+"""Which services exist, and running one, several or all of them in one process.
+
+``orbit service NAME`` runs one; ``orbit dev`` runs all of them together,
+which is what a laptop needs. Every service is also importable on its own,
+so a deployment can scale each separately.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from orbit_runtime.lifecycle import Service
+from orbit_runtime.settings import Settings
+
+
+def _gateway(settings: Settings) -> Service:
+    from orbit_services.gateway.service import GatewayService  # noqa: PLC0415
+
+    return GatewayService(settings)
+
+
+def _decider(settings: Settings) -> Service:
+    from orbit_services.decider import DeciderService  # noqa: PLC0415
+
+    return DeciderService(settings)
+
+
+def _dispatcher(settings: Settings) -> Service:
+    from orbit_services.dispatcher import DispatcherService  # noqa: PLC0415
+
+    return DispatcherService(settings)
+
+
+def _timer(settings: Settings) -> Service:
+    from orbit_services.timer import TimerService  # noqa: PLC0415
+
+    return TimerService(settings)
+
+
+# Imported on demand: a process running one service loads only what it needs.
+SERVICES: dict[str, Callable[[Settings], Service]] = {
+    "gateway": _gateway,
+    "decider": _decider,
+    "dispatcher": _dispatcher,
+    "timer": _timer,
+}
+
+# The order `orbit dev` starts them in: consumers before the gateway lets clients in.
+START_ORDER = ("decider", "dispatcher", "timer", "gateway")
+
+
+def build(names: Sequence[str], settings: Settings) -> list[Service]:
+    """The services named, in start order.
+
+    Raises:
+        KeyError: A name that is not a service (the message lists the real ones).
+    """
+    unknown = [name for name in names if name not in SERVICES]
+    if unknown:
+        raise KeyError(f"no service {unknown[0]!r}; the services are: {', '.join(SERVICES)}")
+    ordered = sorted(names, key=START_ORDER.index)
+    return [SERVICES[name](settings) for name in ordered]
