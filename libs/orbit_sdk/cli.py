@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import importlib
 import sys
 from collections.abc import Coroutine
 from pathlib import Path
@@ -17,6 +18,8 @@ from orbit_runtime.lifecycle import run_until_stopped
 from orbit_runtime.logs import configure_logging
 from orbit_runtime.migrate import migrate as run_migrations
 from orbit_runtime.settings import Settings, SettingsError, load_settings
+from orbit_sdk.dev import run_dev
+from orbit_sdk.worker import Worker
 from orbit_services.runner import build
 
 app = typer.Typer(
@@ -117,6 +120,55 @@ def service(
         _err.print(error.args[0], markup=False)
         raise typer.Exit(2) from None
     _run(run_until_stopped(services))
+
+
+@app.command()
+def dev(
+    demo: Annotated[
+        bool, typer.Option("--demo", help="Deploy the examples, run their worker and one order.")
+    ] = False,
+    examples: Annotated[
+        Path, typer.Option(help="Where the demo finds its workflows and workers.py.")
+    ] = Path("examples"),
+) -> None:
+    """Run every service in one process (migrating the database first) until Ctrl-C."""
+    settings = _settings()
+    configure_logging("dev", "WARNING" if demo else settings.log_level, settings.log_format)
+    if demo and not (examples / "workers.py").is_file():
+        _err.print(f"{examples}/workers.py not found; run from the repository or pass --examples")
+        raise typer.Exit(2)
+    _run(run_dev(settings, _say, examples if demo else None))
+
+
+@app.command()
+def worker(
+    target: Annotated[
+        str,
+        typer.Argument(
+            help="MODULE:OBJECT, a Worker or a list of tasks (examples.workers:worker).",
+            show_default=False,
+        ),
+    ],
+) -> None:
+    """Run a worker until SIGTERM or Ctrl-C."""
+    settings = _settings()
+    configure_logging("worker", settings.log_level, settings.log_format)
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        _err.print(f"{target!r} is not MODULE:OBJECT", markup=False)
+        raise typer.Exit(2)
+    sys.path.insert(0, str(Path.cwd()))  # as `python -m` would: the current project imports
+    try:
+        found = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError) as error:
+        _err.print(f"cannot load {target}: {error}", markup=False)
+        raise typer.Exit(2) from None
+    running = found if isinstance(found, Worker) else Worker(found, settings=settings)
+    _run(run_until_stopped([running]))
+
+
+def _say(line: str) -> None:
+    _out.print(line, markup=False)
 
 
 def _progress(line: str) -> None:

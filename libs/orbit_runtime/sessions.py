@@ -1,0 +1,131 @@
+"""The worker registry: one ``worker_sessions`` row per registered worker process.
+
+A session is opened by a registration, kept alive by heartbeats (each one
+records the tasks the worker holds, so whoever finds the session lost knows
+which attempts became uncertain) and closed by an unregistration. Expiring
+silent sessions is the liveness service's job; here a closed or unknown
+session is an ``UNKNOWN_SESSION`` error, and the worker registers again.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.messages import InflightTask, RegisterWorker
+from orbit_runtime import sql
+
+
+@dataclass(frozen=True)
+class WorkerSession:
+    """One session as the registry holds it.
+
+    Attributes:
+        contracts: The announced contracts, each ``{task, version, input_schema,
+            output_schema}``.
+        inflight: The tasks the worker held at its last heartbeat.
+        closed_at: When it unregistered or was found lost; None while open.
+    """
+
+    session_id: str
+    worker_id: str
+    runtime: str
+    sdk: str | None
+    contracts: list[dict[str, Any]]
+    inflight: tuple[InflightTask, ...]
+    registered_at: datetime
+    last_seen: datetime
+    closed_at: datetime | None
+
+
+def unknown_session(session_id: str) -> OrbitError:
+    return OrbitError(
+        ErrorCode.UNKNOWN_SESSION,
+        f"unknown or expired worker session {session_id!r}; register again",
+    )
+
+
+def _inflight_json(inflight: Sequence[InflightTask]) -> str:
+    return json.dumps([task.model_dump(mode="json") for task in inflight])
+
+
+def _inflight_from(text: str) -> tuple[InflightTask, ...]:
+    return tuple(InflightTask.model_validate(item) for item in json.loads(text))
+
+
+class SessionRegistry:
+    """Worker sessions in Postgres; every statement comes from :mod:`orbit_runtime.sql`."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    async def open(self, request: RegisterWorker) -> str:
+        """Record a new session for ``request`` (already validated); its id."""
+        session_id = str(uuid.uuid4())
+        contracts = [contract.model_dump(mode="json") for contract in request.contracts]
+        await self.pool.execute(
+            sql.INSERT_SESSION,
+            session_id,
+            request.worker_id,
+            request.runtime.lower(),
+            request.sdk,
+            json.dumps(contracts),
+        )
+        return session_id
+
+    async def touch(self, session_id: str, inflight: Sequence[InflightTask]) -> None:
+        """Mark the session seen now, holding ``inflight``.
+
+        Raises:
+            OrbitError: ``UNKNOWN_SESSION`` if it was never opened or is closed.
+        """
+        found = await self.pool.fetchval(sql.TOUCH_SESSION, session_id, _inflight_json(inflight))
+        if found is None:
+            raise unknown_session(session_id)
+
+    async def inflight(self, session_id: str) -> tuple[InflightTask, ...]:
+        """The tasks an open session held at its last heartbeat.
+
+        Raises:
+            OrbitError: ``UNKNOWN_SESSION`` if it was never opened or is closed.
+        """
+        text = await self.pool.fetchval(sql.SESSION_INFLIGHT, session_id)
+        if text is None:
+            raise unknown_session(session_id)
+        return _inflight_from(text)
+
+    async def close(self, session_id: str) -> tuple[InflightTask, ...]:
+        """Close an open session; the tasks it held at its last heartbeat.
+
+        Raises:
+            OrbitError: ``UNKNOWN_SESSION`` if it was never opened or is closed.
+        """
+        text = await self.pool.fetchval(sql.CLOSE_SESSION, session_id)
+        if text is None:
+            raise unknown_session(session_id)
+        return _inflight_from(text)
+
+    async def sessions(self) -> list[WorkerSession]:
+        """Open sessions and those closed within the last hour, by worker."""
+        rows = await self.pool.fetch(sql.LIST_SESSIONS)
+        return [
+            WorkerSession(
+                session_id=row["session_id"],
+                worker_id=row["worker_id"],
+                runtime=row["runtime"],
+                sdk=row["sdk"],
+                contracts=json.loads(row["contracts"]),
+                inflight=_inflight_from(row["inflight"]),
+                registered_at=row["registered_at"],
+                last_seen=row["last_seen"],
+                closed_at=row["closed_at"],
+            )
+            for row in rows
+        ]

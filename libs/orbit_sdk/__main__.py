@@ -1,0 +1,5 @@
+"""``python -m orbit_sdk`` is the ``orbit`` command."""
+
+from orbit_sdk.cli import main
+
+main()

@@ -1,0 +1,234 @@
+"""The dispatcher service: dispatched steps to task queues, and worker control.
+
+Two consumers on one connection:
+
+- ``NS.dispatch``: each :class:`~orbit_model.messages.DispatchTask` is
+  forwarded to its task queue and acked once the broker confirmed the
+  forward. aio-pika runs every delivery's callback as its own task, so up to
+  ``prefetch`` forwards are in flight at once and their confirms overlap. A
+  message that does not decode is parked in the dead-letter queue; a forward
+  that fails is given back (requeued, parked after the delivery limit).
+- ``NS.control``: register, heartbeat and unregister requests, answered on
+  their ``reply_to`` with the same correlation id.
+
+The rules live in :mod:`orbit_runtime.dispatching`; this is wiring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Sequence
+
+from aio_pika.abc import (
+    AbstractIncomingMessage,
+    AbstractQueue,
+    AbstractRobustConnection,
+    ConsumerTag,
+)
+
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.messages import (
+    ControlReply,
+    DeliveryLost,
+    MalformedMessage,
+    decode_control_request,
+    decode_dispatch,
+    encode,
+)
+from orbit_runtime.broker import (
+    Publisher,
+    Topology,
+    connect,
+    declare_topology,
+    give_back,
+    open_channel,
+    park,
+)
+from orbit_runtime.dispatching import (
+    ControlHandler,
+    TaskQueues,
+    assignment_for,
+    assignment_route,
+    control_error,
+)
+from orbit_runtime.sessions import SessionRegistry
+from orbit_runtime.settings import Settings
+from orbit_runtime.store import EventStore
+
+log = logging.getLogger("orbit.dispatcher")
+
+
+class _InFlight:
+    """Counts handlers running, so stopping can wait for them."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def __enter__(self) -> None:
+        self._count += 1
+        self._idle.clear()
+
+    def __exit__(self, *_: object) -> None:
+        self._count -= 1
+        if self._count == 0:
+            self._idle.set()
+
+    async def drained(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+
+class DispatcherService:
+    """Forwards dispatched steps to task queues and answers worker control.
+
+    Args:
+        settings: Orbit's settings.
+        prefetch: Dispatch messages in flight at once (forwards awaiting confirms).
+        stop_timeout: Seconds :meth:`stop` waits for forwards in flight.
+    """
+
+    name = "dispatcher"
+
+    def __init__(self, settings: Settings, prefetch: int = 256, stop_timeout: float = 10.0):
+        self.settings = settings
+        self.topology = Topology(settings.namespace, settings.decider_partitions)
+        self.prefetch = prefetch
+        self.stop_timeout = stop_timeout
+        self._store: EventStore | None = None
+        self._connection: AbstractRobustConnection | None = None
+        self._consumers: list[tuple[AbstractQueue, ConsumerTag]] = []
+        self._inflight = _InFlight()
+
+    async def start(self) -> None:
+        """Connect to Postgres and RabbitMQ, declare the topology, start consuming.
+
+        Raises:
+            OrbitError: ``UNAVAILABLE`` when Postgres or RabbitMQ cannot be
+                reached (nothing is left open).
+        """
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _start(self) -> None:
+        self._store = store = await EventStore.connect(self.settings.database_url)
+        self._connection = connection = await connect(self.settings.amqp_url)
+        dispatch_channel = await open_channel(connection, self.prefetch)
+        await declare_topology(dispatch_channel, self.topology)
+        self._forwards = Publisher(dispatch_channel)
+        self._queues = TaskQueues(dispatch_channel, self.topology)
+        # Control gets its own channel: a flood of dispatches must not delay
+        # heartbeats, whose silence would get a worker declared lost.
+        control_channel = await open_channel(connection, 32)
+        self._replies = Publisher(control_channel)
+        self._control = ControlHandler(
+            SessionRegistry(store.pool),
+            store,
+            self._queues,
+            self._publish_lost,
+            heartbeat_interval_ms=self.settings.heartbeat_interval_ms,
+            session_timeout_ms=self.settings.session_timeout_ms,
+        )
+        dispatch = await dispatch_channel.get_queue(self.topology.dispatch)
+        control = await control_channel.get_queue(self.topology.control)
+        self._consumers = [
+            (dispatch, await dispatch.consume(self._on_dispatch)),
+            (control, await control.consume(self._on_control)),
+        ]
+
+    async def stop(self) -> None:
+        """Stop consuming, let forwards and answers in flight end, close."""
+        for queue, tag in self._consumers:
+            try:
+                await queue.cancel(tag)
+            except Exception as error:  # the channel may be gone already
+                log.warning("cancelling the consumer of %s failed: %r", queue.name, error)
+        self._consumers = []
+        await asyncio.sleep(0)  # deliveries already read start their handlers
+        if not await self._inflight.drained(self.stop_timeout):
+            log.warning("stopping with messages in flight; the broker will redeliver them")
+        if self._connection is not None:
+            await self._connection.close()
+            self._connection = None
+        if self._store is not None:
+            await self._store.close()
+            self._store = None
+
+    # -- dispatch ---------------------------------------------------------------
+
+    async def _on_dispatch(self, message: AbstractIncomingMessage) -> None:
+        with self._inflight:
+            try:
+                dispatch = decode_dispatch(message.body)
+            except MalformedMessage as error:
+                await _settle(park(message, error.message))
+                return
+            try:
+                await self._queues.ensure(dispatch.task, dispatch.task_version)
+                exchange, key = assignment_route(self.topology, dispatch)
+                await self._forwards.publish(exchange, key, encode(assignment_for(dispatch)))
+            except Exception as error:
+                log.warning(
+                    "forwarding %s of %s failed: %r",
+                    dispatch.unit,
+                    dispatch.execution_id,
+                    error,
+                    extra={"action": "dispatch.failed", "execution_id": dispatch.execution_id},
+                )
+                await _settle(give_back(message, error))
+                return
+            await _settle(message.ack())
+
+    # -- control ----------------------------------------------------------------
+
+    async def _on_control(self, message: AbstractIncomingMessage) -> None:
+        with self._inflight:
+            reply: ControlReply
+            try:
+                request = decode_control_request(message.body)
+            except MalformedMessage as error:
+                reply = control_error(error)
+            else:
+                try:
+                    reply = await self._control.handle(request)
+                except Exception as error:
+                    # The requester waits with a timeout: tell it now rather
+                    # than requeue a request it will have given up on.
+                    log.exception("a %s request failed", request.type)
+                    reply = control_error(
+                        OrbitError(ErrorCode.UNAVAILABLE, f"the dispatcher failed: {error!r}")
+                    )
+            if message.reply_to:
+                try:
+                    await self._replies.publish(
+                        "",
+                        message.reply_to,
+                        encode(reply),
+                        correlation_id=message.correlation_id,
+                        persistent=False,
+                    )
+                except Exception as error:
+                    log.warning("answering a control request failed: %r", error)
+            await _settle(message.ack())
+
+    async def _publish_lost(self, notices: Sequence[DeliveryLost]) -> None:
+        routes = [(self.topology.decider_route(n.execution_id), n) for n in notices]
+        await self._forwards.publish_many(
+            (route.exchange, route.routing_key, encode(notice)) for route, notice in routes
+        )
+
+
+async def _settle(outcome: Awaitable[object]) -> None:
+    """Await an ack or nack; if the channel is gone the broker redelivers anyway."""
+    try:
+        await outcome
+    except Exception as error:
+        log.warning("settling a message failed: %r", error, extra={"action": "message.unsettled"})

@@ -1,0 +1,105 @@
+"""The gateway's FastAPI application: the ``/v1`` API, health and readiness, errors."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from fastapi import APIRouter, FastAPI
+from fastapi.openapi.utils import get_openapi
+
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_runtime.executions import Executions
+
+from .errors import install_error_handlers
+from .routes import api_router
+from .schemas import ErrorResponse, Health
+
+Check = Callable[[], Awaitable[object]]
+"""A readiness probe: returns when its dependency answers, raises when it does not."""
+
+CHECK_TIMEOUT_SECONDS = 2.0
+
+_DESCRIPTION = """\
+Orbit's HTTP API: register workflow definitions, start executions, signal,
+cancel, query and watch them. Every error is
+`{"error": {"code": "...", "message": "..."}}` with the code's HTTP status.
+"""
+
+
+def _version() -> str:
+    try:
+        return version("orbit-engine")
+    except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
+        return "0"
+
+
+def create_app(executions: Executions, checks: Mapping[str, Check] | None = None) -> FastAPI:
+    """The HTTP API over ``executions``.
+
+    Args:
+        executions: The operations the routes call.
+        checks: Readiness probes by name (e.g. ``postgres``, ``rabbitmq``);
+            ``/readyz`` answers 503 ``UNAVAILABLE`` unless all of them pass.
+    """
+    app = FastAPI(title="Orbit gateway", version=_version(), description=_DESCRIPTION)
+    install_error_handlers(app)
+    app.include_router(api_router(executions))
+    app.include_router(_health_router(dict(checks or {})))
+    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    return app
+
+
+def _health_router(checks: dict[str, Check]) -> APIRouter:
+    router = APIRouter()
+
+    @router.get("/healthz", response_model=Health, summary="The process answers")
+    async def healthz() -> dict[str, Any]:
+        return {"status": "ok"}
+
+    @router.get(
+        "/readyz",
+        response_model=Health,
+        summary="Postgres and RabbitMQ answer",
+        responses={503: {"model": ErrorResponse}},
+    )
+    async def readyz() -> dict[str, Any]:
+        answers = await asyncio.gather(*(_probe(check) for check in checks.values()))
+        results = dict(zip(checks, answers, strict=True))
+        failing = [f"{name}: {result}" for name, result in results.items() if result != "ok"]
+        if failing:
+            raise OrbitError(ErrorCode.UNAVAILABLE, "not ready: " + "; ".join(failing))
+        return {"status": "ready", "checks": results}
+
+    return router
+
+
+async def _probe(check: Check) -> str:
+    try:
+        async with asyncio.timeout(CHECK_TIMEOUT_SECONDS):
+            await check()
+    except TimeoutError:
+        return f"no answer within {CHECK_TIMEOUT_SECONDS:g} s"
+    except Exception as error:
+        return str(error) or type(error).__name__
+    return "ok"
+
+
+def _openapi(app: FastAPI) -> dict[str, Any]:
+    """FastAPI's document, without the 422 answers it adds: invalid requests get a 400."""
+    if app.openapi_schema is None:
+        schema = get_openapi(
+            title=app.title,
+            version=app.version,
+            description=app.description,
+            routes=app.routes,
+        )
+        for path in schema.get("paths", {}).values():
+            for operation in path.values():
+                operation.get("responses", {}).pop("422", None)
+        for name in ("HTTPValidationError", "ValidationError"):
+            schema.get("components", {}).get("schemas", {}).pop(name, None)
+        app.openapi_schema = schema
+    return app.openapi_schema

@@ -1,0 +1,110 @@
+"""The AMQP command intake: ``NS.commands`` messages carried out like their HTTP requests.
+
+Each command is handled by :meth:`Executions.handle` and, when it has a
+``reply_to``, answered there with a :class:`CommandReply` carrying its
+``correlation_id`` (through the default exchange, not persisted). How each
+message ends:
+
+- done, or refused with an :class:`OrbitError` (the reply says why): acked;
+- not a command at all: parked in the dead-letter queue, never retried;
+- Orbit is unavailable, or an unexpected error: given back, and parked past
+  the delivery limit.
+
+A command is carried out at least once: a message redelivered after its
+work was committed (the gateway died before the ack) is carried out again.
+Starts with an ``execution_id`` are idempotent; a signal may be recorded twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from aio_pika.abc import AbstractIncomingMessage
+
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.messages import (
+    CommandReply,
+    ErrorBody,
+    MalformedMessage,
+    decode_command,
+    encode,
+)
+from orbit_runtime.broker import Publisher, give_back, park
+from orbit_runtime.executions import Executions
+
+log = logging.getLogger("orbit.gateway.commands")
+
+
+class CommandIntake:
+    """The consumer callback of ``NS.commands``, and a way to wait for the commands in hand."""
+
+    def __init__(self, executions: Executions, publisher: Publisher) -> None:
+        self.executions = executions
+        self.publisher = publisher
+        self._in_hand: set[asyncio.Task[object]] = set()
+
+    async def on_message(self, message: AbstractIncomingMessage) -> None:
+        """Carry out one command message (aio-pika calls this in a task of its own)."""
+        task = asyncio.current_task()
+        if task is not None:
+            self._in_hand.add(task)
+        try:
+            await self._handle(message)
+        finally:
+            if task is not None:
+                self._in_hand.discard(task)
+
+    async def drain(self, timeout: float) -> None:
+        """Wait (up to ``timeout`` seconds) for the commands being carried out to end."""
+        current = asyncio.current_task()
+        pending = [task for task in self._in_hand if task is not current]
+        if pending:
+            await asyncio.wait(pending, timeout=timeout)
+
+    async def _handle(self, message: AbstractIncomingMessage) -> None:
+        try:
+            command = decode_command(message.body)
+        except MalformedMessage as error:
+            await park(message, error.message)
+            return
+        try:
+            result = await self.executions.handle(command)
+            reply = CommandReply(ok=True, result=result)
+        except OrbitError as error:
+            if error.code is ErrorCode.UNAVAILABLE:
+                await give_back(message, error)  # may work when tried again
+                return
+            reply = CommandReply(
+                ok=False, error=ErrorBody(code=error.code.value, message=error.message)
+            )
+        except Exception as error:
+            log.exception(
+                "command %s failed unexpectedly",
+                command.type,
+                extra={"action": "command.failed", "command": command.type},
+            )
+            await give_back(message, error)
+            return
+        await self._reply(message, reply)
+        await message.ack()
+
+    async def _reply(self, message: AbstractIncomingMessage, reply: CommandReply) -> None:
+        if not message.reply_to:
+            return
+        try:
+            await self.publisher.publish(
+                "",
+                message.reply_to,
+                encode(reply),
+                correlation_id=message.correlation_id,
+                persistent=False,
+            )
+        except Exception as error:
+            # The command is done: redelivering it to answer would do it twice.
+            log.warning(
+                "could not answer a command on %s: %r",
+                message.reply_to,
+                error,
+                extra={"action": "command.reply_failed"},
+            )

@@ -1,0 +1,120 @@
+"""Every error the HTTP API answers is ``{"error": {"code", "message"}}``.
+
+An :class:`OrbitError` carries its own status. FastAPI's request validation
+becomes ``INVALID_REQUEST`` (400), an unknown path ``NOT_FOUND``, and anything
+unexpected ``INTERNAL`` (500): logged with its traceback, which never reaches
+the client.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.problems import DefinitionError
+
+log = logging.getLogger("orbit.gateway")
+
+_SHOWN_PROBLEMS = 5
+
+
+def error_response(
+    code: ErrorCode, message: str, status: int | None = None, details: Any = None
+) -> JSONResponse:
+    """The error body, with the code's HTTP status unless ``status`` says otherwise."""
+    error: dict[str, Any] = {"code": code.value, "message": message}
+    if details is not None:
+        error["details"] = details
+    return JSONResponse({"error": error}, status_code=status or code.http_status)
+
+
+async def _orbit_error(_: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, OrbitError)  # registered for OrbitError only
+    details = None
+    if isinstance(error, DefinitionError):
+        details = [{"line": p.line, "path": p.path, "message": p.message} for p in error.problems]
+    return error_response(error.code, error.message, details=details)
+
+
+async def _invalid_request(_: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, RequestValidationError)
+    return error_response(ErrorCode.INVALID_REQUEST, describe_validation(error.errors()))
+
+
+async def _http_error(request: Request, error: Exception) -> JSONResponse:
+    assert isinstance(error, HTTPException)
+    if error.status_code == 404:
+        message = f"no such resource: {request.method} {request.url.path}"
+        return error_response(ErrorCode.NOT_FOUND, message, 404)
+    # 405 and friends keep their status: the request, not Orbit, is wrong.
+    return error_response(ErrorCode.INVALID_REQUEST, str(error.detail), error.status_code)
+
+
+def describe_validation(errors: Sequence[Any]) -> str:
+    """One line per problem of a request, ``where: what`` (the first few)."""
+    lines = []
+    for item in errors[:_SHOWN_PROBLEMS]:
+        location = [str(part) for part in item.get("loc", ())]
+        if item.get("type") == "json_invalid":
+            reason = item.get("ctx", {}).get("error", "malformed")
+            return f"the body is not valid JSON: {reason}"
+        if location == ["body"] and isinstance(item.get("input"), bytes | bytearray):
+            return "the body must be JSON, sent with content-type application/json"
+        lines.append(f"{'.'.join(location)}: {item.get('msg', 'invalid')}")
+    more = len(errors) - _SHOWN_PROBLEMS
+    if more > 0:
+        lines.append(f"and {more} more")
+    return "; ".join(lines)
+
+
+class CatchAll:
+    """Answers an exception no handler took with a 500 ``INTERNAL`` error, and logs it.
+
+    Starlette's own last-resort handler answers too, but then re-raises, so
+    the server would log the error twice and a test client would see it raised.
+    """
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: Message) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except Exception:
+            log.exception(
+                "unexpected error answering %s %s",
+                scope.get("method"),
+                scope.get("path"),
+                extra={"action": "http.internal_error"},
+            )
+            if started:
+                return  # half an answer is out: the server closes the connection
+            response = error_response(
+                ErrorCode.INTERNAL, "the gateway failed unexpectedly; the error is in its log"
+            )
+            await response(scope, receive, send)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(OrbitError, _orbit_error)
+    app.add_exception_handler(RequestValidationError, _invalid_request)
+    app.add_exception_handler(HTTPException, _http_error)
+    app.add_middleware(CatchAll)

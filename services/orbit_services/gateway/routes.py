@@ -1,0 +1,164 @@
+"""The ``/v1`` endpoints: each hands its request to :class:`Executions` and shapes the answer."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Query, Request, Response
+
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.messages import StartExecution
+from orbit_runtime.executions import MAX_PAGE, MAX_WAIT_SECONDS, Executions
+from orbit_runtime.registry import is_json
+
+from .schemas import (
+    CancelRequest,
+    DefinitionSummary,
+    ErrorResponse,
+    ExecutionPage,
+    ExecutionView,
+    HistoryEntry,
+    QueryValue,
+    Registered,
+    SignalAccepted,
+    Started,
+    StartRequest,
+    Status,
+    WorkerView,
+)
+
+_DEFINITION_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": True,
+        "content": {
+            "application/yaml": {"schema": {"type": "string", "description": "workflow YAML"}},
+            "application/json": {"schema": {"type": "object", "description": "compiled IR"}},
+        },
+    }
+}
+_PAYLOAD_BODY: dict[str, Any] = {
+    "requestBody": {
+        "required": False,
+        "content": {"application/json": {"schema": {"description": "the signal payload"}}},
+    }
+}
+
+
+async def _json_payload(request: Request) -> Any:
+    """The body as JSON; no body is null."""
+    body = await request.body()
+    if not body:
+        return None
+    # Only a JSON type: a browser can post plain text cross-site without asking first.
+    if not is_json(request.headers.get("content-type")):
+        raise OrbitError(
+            ErrorCode.INVALID_REQUEST,
+            "the body must be JSON, sent with content-type application/json",
+        )
+    try:
+        return json.loads(body)
+    except ValueError as error:
+        raise OrbitError(
+            ErrorCode.INVALID_REQUEST, f"the body is not valid JSON: {error}"
+        ) from None
+
+
+def api_router(executions: Executions) -> APIRouter:
+    """The routes of the API over ``executions``."""
+    router = APIRouter(
+        prefix="/v1", responses={"default": {"model": ErrorResponse, "description": "an error"}}
+    )
+
+    @router.post(
+        "/definitions",
+        status_code=201,
+        response_model=Registered,
+        openapi_extra=_DEFINITION_BODY,
+        summary="Register a workflow definition (YAML, or compiled IR as JSON)",
+    )
+    async def register_definition(request: Request, response: Response) -> dict[str, Any]:
+        registered = await executions.register(
+            await request.body(), request.headers.get("content-type")
+        )
+        if not registered["created"]:
+            response.status_code = 200
+        return registered
+
+    @router.get("/definitions", response_model=list[DefinitionSummary])
+    async def list_definitions() -> list[dict[str, Any]]:
+        return await executions.definitions()
+
+    @router.get("/definitions/{name}/{version}", summary="The stored IR of one definition")
+    async def get_definition(name: str, version: str) -> dict[str, Any]:
+        return await executions.definition_ir(name, version)
+
+    @router.post("/executions", status_code=201, response_model=Started)
+    async def start_execution(body: StartRequest, response: Response) -> dict[str, Any]:
+        started = await executions.start(StartExecution(**body.model_dump()))
+        if not started["created"]:
+            response.status_code = 200
+        return started
+
+    @router.get("/executions", response_model=ExecutionPage)
+    async def list_executions(
+        status: Status | None = None,
+        workflow: str | None = None,
+        limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        return await executions.list(status, workflow, limit, cursor)
+
+    @router.get(
+        "/executions/{execution_id}",
+        response_model=ExecutionView,
+        response_model_exclude_unset=True,
+    )
+    async def get_execution(
+        execution_id: str,
+        wait: Annotated[
+            float | None,
+            Query(
+                ge=0,
+                description=f"Answer once the execution ends, or after this many seconds"
+                f" (at most {MAX_WAIT_SECONDS:g})",
+            ),
+        ] = None,
+    ) -> dict[str, Any]:
+        if wait is None:
+            return await executions.view(execution_id)
+        return await executions.wait(execution_id, wait)
+
+    @router.get("/executions/{execution_id}/history", response_model=list[HistoryEntry])
+    async def get_history(execution_id: str) -> list[dict[str, Any]]:
+        return await executions.history(execution_id)
+
+    @router.post(
+        "/executions/{execution_id}/cancel",
+        response_model=ExecutionView,
+        response_model_exclude_unset=True,
+    )
+    async def cancel_execution(
+        execution_id: str, body: CancelRequest | None = None
+    ) -> dict[str, Any]:
+        return await executions.cancel(execution_id, body.reason if body else "")
+
+    @router.post(
+        "/executions/{execution_id}/signals/{name}",
+        status_code=202,
+        response_model=SignalAccepted,
+        openapi_extra=_PAYLOAD_BODY,
+    )
+    async def send_signal(execution_id: str, name: str, request: Request) -> dict[str, Any]:
+        payload = await _json_payload(request)
+        return {"seq": await executions.signal(execution_id, name, payload)}
+
+    @router.get("/executions/{execution_id}/queries/{name}", response_model=QueryValue)
+    async def run_query(execution_id: str, name: str) -> dict[str, Any]:
+        return await executions.query(execution_id, name)
+
+    @router.get("/workers", response_model=list[WorkerView])
+    async def list_workers() -> list[dict[str, Any]]:
+        return await executions.workers()
+
+    return router

@@ -1,0 +1,141 @@
+"""The shapes of the HTTP API's bodies, for request validation and the OpenAPI document.
+
+The operations in :mod:`orbit_runtime.executions` return plain JSON data;
+these models check it on the way out and describe it in ``/openapi.json``.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, JsonValue
+
+Status = Literal["running", "completed", "failed", "cancelled", "timed_out"]
+
+
+class _Request(BaseModel):
+    # A misspelt field is an error, not silently ignored.
+    model_config = ConfigDict(extra="forbid")
+
+
+class StartRequest(_Request):
+    workflow: str = Field(min_length=1)
+    version: str | None = None
+    """None: the highest registered version."""
+    input: JsonValue = None
+    execution_id: str | None = None
+    """Makes the start idempotent; a fresh id is made when absent."""
+
+
+class CancelRequest(_Request):
+    reason: str = ""
+
+
+class Problem(BaseModel):
+    line: int | None
+    path: str
+    message: str
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    details: list[Problem] | None = None
+    """For ``INVALID_DEFINITION``: each problem of the definition."""
+
+
+class ErrorResponse(BaseModel):
+    error: ErrorDetail
+
+
+class Registered(BaseModel):
+    name: str
+    version: str
+    hash: str
+    created: bool
+
+
+class DefinitionSummary(BaseModel):
+    name: str
+    version: str
+    hash: str
+    registered_at: str
+
+
+class Started(BaseModel):
+    execution_id: str
+    created: bool
+
+
+class ExecutionSummary(BaseModel):
+    execution_id: str
+    workflow: str
+    version: str
+    status: Status
+    parent: str | None
+    created_at: str
+    closed_at: str | None
+
+
+class ExecutionPage(BaseModel):
+    items: list[ExecutionSummary]
+    next_cursor: str | None
+    """Pass it as ``cursor`` for the next page; null on the last one."""
+
+
+class UnitView(BaseModel):
+    status: str
+    attempt: int
+    output: JsonValue
+    error: dict[str, JsonValue] | None
+
+
+class StepView(UnitView):
+    elements: dict[str, int] | None = None
+    """For a ``for`` step: how many of its elements are in each status."""
+    compensation: UnitView | None = None
+    """Once the step's compensation has begun."""
+
+
+class ExecutionView(ExecutionSummary):
+    input: JsonValue
+    output: JsonValue
+    error: dict[str, JsonValue] | None
+    steps: dict[str, StepView]
+
+
+class HistoryEntry(BaseModel):
+    seq: int
+    recorded_at: str
+    type: str
+    data: dict[str, JsonValue]
+
+
+class SignalAccepted(BaseModel):
+    seq: int
+    """The history seq of the recorded signal."""
+
+
+class QueryValue(BaseModel):
+    value: JsonValue
+
+
+class Contract(BaseModel):
+    task: str | None
+    version: str | None
+
+
+class WorkerView(BaseModel):
+    worker_id: str
+    runtime: str
+    sdk: str | None
+    contracts: list[Contract]
+    online: bool
+    sessions: int
+    inflight: int
+    last_seen: str
+
+
+class Health(BaseModel):
+    status: str
+    checks: dict[str, str] = Field(default_factory=dict)

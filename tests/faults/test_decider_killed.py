@@ -1,0 +1,90 @@
+"""The decider killed with SIGKILL in the middle of 200 executions, then started again.
+
+The decider runs as its own process (``python -m orbit_sdk service decider``);
+the gateway, dispatcher, timer and a worker run in the test. Whatever the
+decider held when it died was not acked, so RabbitMQ hands it to the new
+process; whatever it had committed but not published is in the outbox,
+which the new process relays. Every execution completes, and every step
+succeeds exactly once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from collections import Counter
+from typing import Any
+
+from orbit_model.events import StepSucceeded, WorkflowCompleted
+from orbit_runtime.settings import Settings
+from orbit_runtime.store import EventStore
+from orbit_sdk import TaskContext, task
+from tests.e2e.stack import running_stack
+from tests.integration.conftest import OrbitEnv
+from tests.integration.eventually import eventually
+
+from .workflows import THREE_STEPS_YAML
+
+EXECUTIONS = 200
+
+
+@task("greet", version="1")
+async def greet(inp: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
+    return {"greeting": f"hi {inp['name']}"[:40]}
+
+
+async def _decider_process(settings: Settings) -> asyncio.subprocess.Process:
+    env = {
+        **os.environ,
+        "ORBIT_DATABASE_URL": settings.database_url,
+        "ORBIT_AMQP_URL": settings.amqp_url,
+        "ORBIT_NAMESPACE": settings.namespace,
+        "ORBIT_DECIDER_PARTITIONS": str(settings.decider_partitions),
+        "ORBIT_LOG_LEVEL": "WARNING",
+    }
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "orbit_sdk", "service", "decider", env=env
+    )
+
+
+async def test_a_killed_decider_loses_nothing_and_repeats_nothing(orbit_env: OrbitEnv) -> None:
+    settings = orbit_env.settings
+    decider = await _decider_process(settings)
+    store = await EventStore.connect(settings.database_url)
+    try:
+        async with running_stack(
+            settings, [greet], services=("dispatcher", "timer", "gateway")
+        ) as stack:
+            client = stack.client
+            await client.deploy(THREE_STEPS_YAML)
+            ids = [f"k-{n}" for n in range(EXECUTIONS)]
+            await asyncio.gather(
+                *(client.start("three-steps", {"name": i}, execution_id=i) for i in ids)
+            )
+
+            async def completed() -> int:
+                return len(await store.list_executions(status="completed", limit=EXECUTIONS))
+
+            # Kill it mid-run: some executions done, most not.
+            await eventually(completed, lambda n: n >= 10, timeout=30, what="a first completion")
+            decider.send_signal(signal.SIGKILL)
+            await decider.wait()
+            assert await completed() < EXECUTIONS
+            decider = await _decider_process(settings)
+            await eventually(
+                completed, lambda n: n == EXECUTIONS, timeout=60, what="every completion"
+            )
+        for execution_id in ids:
+            stored = await store.read_events(execution_id)
+            assert [e.seq for e in stored] == list(range(1, len(stored) + 1))
+            events = [e.event for e in stored]
+            succeeded = Counter(e.unit for e in events if isinstance(e, StepSucceeded))
+            assert succeeded == {"a": 1, "b": 1, "c": 1}, execution_id
+            assert sum(isinstance(e, WorkflowCompleted) for e in events) == 1
+    finally:
+        if decider.returncode is None:
+            decider.send_signal(signal.SIGTERM)
+            await decider.wait()
+        await store.close()

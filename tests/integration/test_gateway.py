@@ -1,0 +1,746 @@
+"""The gateway against a real Postgres and RabbitMQ: every endpoint, its errors, and AMQP commands.
+
+HTTP goes through httpx's ASGI transport (no port), except in the test of
+:class:`GatewayService`, which serves on a real port and consumes commands.
+No decider runs here: tests that need an execution to move append its events
+directly, as the decider would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractIncomingMessage,
+    AbstractQueue,
+    AbstractRobustConnection,
+)
+
+from orbit_model import compile_definition
+from orbit_model.decider import decide_until_stable
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.events import (
+    Event,
+    TaskFailure,
+    WorkflowCancelled,
+    WorkflowCompleted,
+    WorkflowFailed,
+)
+from orbit_model.messages import (
+    CancelExecution,
+    CommandReply,
+    InflightTask,
+    RegisterWorker,
+    SignalExecution,
+    StartExecution,
+    Wake,
+    decode_decider_input,
+    encode,
+)
+from orbit_model.state import evolve, replay
+from orbit_runtime.broker import Publisher, connect, declare_topology, open_channel
+from orbit_runtime.executions import Executions
+from orbit_runtime.outbox import OutboxRelay
+from orbit_runtime.sessions import SessionRegistry
+from orbit_runtime.settings import Settings
+from orbit_runtime.store import Append, EventStore
+from orbit_services.gateway import GatewayService, create_app
+from orbit_services.gateway.service import broker_ready
+
+from .conftest import OrbitEnv
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+YAML = {"content-type": "application/yaml"}
+
+
+def example(name: str) -> str:
+    return (EXAMPLES / f"{name}.yaml").read_text()
+
+
+@dataclass
+class Gateway:
+    client: httpx.AsyncClient
+    executions: Executions
+    channel: AbstractChannel
+    env: OrbitEnv
+
+    @property
+    def store(self) -> EventStore:
+        return self.executions.store
+
+    async def deploy(self, *names: str) -> None:
+        for name in names:
+            response = await self.client.post(
+                "/v1/definitions", content=example(name), headers=YAML
+            )
+            assert response.status_code in (200, 201), response.text
+
+    async def start(self, workflow: str, **body: Any) -> str:
+        response = await self.client.post("/v1/executions", json={"workflow": workflow, **body})
+        assert response.status_code == 201, response.text
+        return str(response.json()["execution_id"])
+
+    async def append(self, execution_id: str, *events: Event) -> None:
+        """Append events after the last one, as the decider would."""
+        state = replay(e.event for e in await self.store.read_events(execution_id))
+        after = state
+        for event in events:
+            after = evolve(after, event)
+        await self.store.append(
+            [Append(execution_id, state.last_seq, events, after, timers_before=state.timers)]
+        )
+
+
+@asynccontextmanager
+async def running(env: OrbitEnv, settings: Settings) -> AsyncIterator[Gateway]:
+    store = await EventStore.connect(settings.database_url, min_size=1, max_size=4)
+    connection = await connect(settings.amqp_url)
+    try:
+        channel = await open_channel(connection)
+        await declare_topology(channel, env.topology)
+        executions = Executions(
+            store, OutboxRelay(store, Publisher(channel)), env.topology, settings
+        )
+        app = create_app(
+            executions, {"postgres": store.ping, "rabbitmq": lambda: broker_ready(connection)}
+        )
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            yield Gateway(client, executions, channel, env)
+    finally:
+        await connection.close()
+        await store.close()
+
+
+@pytest.fixture
+async def gateway(orbit_env: OrbitEnv) -> AsyncIterator[Gateway]:
+    async with running(orbit_env, orbit_env.settings) as found:
+        yield found
+
+
+def error_of(response: httpx.Response) -> tuple[int, str, str]:
+    error = response.json()["error"]
+    return response.status_code, error["code"], error["message"]
+
+
+# -- definitions ---------------------------------------------------------------
+
+
+async def test_registering_is_created_once_and_immutable(gateway: Gateway) -> None:
+    client = gateway.client
+    first = await client.post("/v1/definitions", content=example("hello-world"), headers=YAML)
+    assert first.status_code == 201
+    hello = compile_definition(example("hello-world"))
+    assert first.json() == {
+        "name": "hello-world",
+        "version": "1.0.0",
+        "hash": hello.hash,
+        "created": True,
+    }
+    again = await client.post("/v1/definitions", content=example("hello-world"), headers=YAML)
+    assert again.status_code == 200
+    assert again.json() == {**first.json(), "created": False}
+
+    changed = example("hello-world").replace("Greets whoever", "Waves at whoever")
+    status, code, message = error_of(
+        await client.post("/v1/definitions", content=changed, headers=YAML)
+    )
+    assert (status, code) == (409, "DEFINITION_CONFLICT")
+    assert "hello-world@1.0.0" in message
+    assert hello.hash in message
+
+    listed = (await client.get("/v1/definitions")).json()
+    assert [(d["name"], d["version"], d["hash"]) for d in listed] == [
+        ("hello-world", "1.0.0", hello.hash)
+    ]
+    assert listed[0]["registered_at"]
+
+
+async def test_compiled_ir_is_registered_as_json(gateway: Gateway) -> None:
+    fan_out = compile_definition(example("fan-out"))
+    response = await gateway.client.post("/v1/definitions", json=fan_out.ir.to_json_data())
+    assert response.status_code == 201
+    assert response.json()["hash"] == fan_out.hash
+    stored = await gateway.client.get("/v1/definitions/fan-out/1.0.0")
+    assert stored.status_code == 200
+    assert stored.json() == fan_out.ir.to_json_data()
+    status, code, _ = error_of(await gateway.client.get("/v1/definitions/fan-out/9.9.9"))
+    assert (status, code) == (404, "WORKFLOW_NOT_FOUND")
+
+
+async def test_a_definition_that_does_not_compile_is_refused_with_its_lines(
+    gateway: Gateway,
+) -> None:
+    broken = example("hello-world").replace("    task: greet", "    task: greet\n    retyr: {}")
+    line = broken.splitlines().index("    retyr: {}") + 1
+    response = await gateway.client.post("/v1/definitions", content=broken, headers=YAML)
+    status, code, message = error_of(response)
+    assert (status, code) == (400, "INVALID_DEFINITION")
+    assert f"<body>:{line}: steps[0].retyr" in message
+    assert [p["line"] for p in response.json()["error"]["details"]] == [line]
+
+    bad_ir = {**compile_definition(example("hello-world")).ir.to_json_data(), "steps": "none"}
+    status, code, message = error_of(await gateway.client.post("/v1/definitions", json=bad_ir))
+    assert (status, code) == (400, "INVALID_DEFINITION")
+    assert "steps" in message
+    assert (await gateway.client.get("/v1/definitions")).json() == []
+
+
+async def test_children_are_registered_first_and_pinned_by_hash(gateway: Gateway) -> None:
+    client = gateway.client
+    parent = example("order-fulfilment")
+    status, code, message = error_of(
+        await client.post("/v1/definitions", content=parent, headers=YAML)
+    )
+    assert (status, code) == (400, "CHILD_NOT_REGISTERED")
+    assert "send-invoice@1.0.0" in message
+    assert "orbit deploy" in message
+
+    child = await client.post("/v1/definitions", content=example("send-invoice"), headers=YAML)
+    assert child.status_code == 201
+    registered = await client.post("/v1/definitions", content=parent, headers=YAML)
+    assert registered.status_code == 201
+    # Pinning fills in the child's hash but leaves the parent's own hash alone.
+    assert registered.json()["hash"] == compile_definition(parent).hash
+    ir = (await client.get("/v1/definitions/order-fulfilment/1.0.0")).json()
+    invoice = next(step for step in ir["steps"] if step["id"] == "invoice")
+    assert invoice["child"] == {
+        "name": "send-invoice",
+        "version": "1.0.0",
+        "hash": child.json()["hash"],
+    }
+
+
+# -- starting ------------------------------------------------------------------
+
+
+async def test_a_start_is_idempotent_per_execution_id(gateway: Gateway) -> None:
+    await gateway.deploy("hello-world", "fan-out")
+    client = gateway.client
+    body = {"workflow": "hello-world", "execution_id": "order-42", "input": {"name": "ada"}}
+    first = await client.post("/v1/executions", json=body)
+    assert (first.status_code, first.json()) == (201, {"execution_id": "order-42", "created": True})
+    again = await client.post("/v1/executions", json=body)
+    assert (again.status_code, again.json()) == (
+        200,
+        {"execution_id": "order-42", "created": False},
+    )
+    other = {"workflow": "fan-out", "execution_id": "order-42", "input": {"numbers": []}}
+    status, code, _ = error_of(await client.post("/v1/executions", json=other))
+    assert (status, code) == (409, "EXECUTION_EXISTS")
+    assert len(await gateway.store.read_events("order-42")) == 1
+
+    generated = await gateway.start("hello-world")
+    assert uuid.UUID(generated)
+    view = (await client.get(f"/v1/executions/{generated}")).json()
+    assert view["input"] == {"name": "world"}  # the schema's default applied
+
+
+async def test_a_start_without_a_version_takes_the_highest(gateway: Gateway) -> None:
+    # Not string order (1.9.9 > 1.10.0), and a release above its pre-release.
+    for version in ("1.2.0", "1.10.0", "1.10.0-rc.1", "1.9.9"):
+        text = example("hello-world").replace("version: 1.0.0", f"version: {version}")
+        response = await gateway.client.post("/v1/definitions", content=text, headers=YAML)
+        assert response.status_code == 201
+    latest = await gateway.start("hello-world")
+    assert (await gateway.client.get(f"/v1/executions/{latest}")).json()["version"] == "1.10.0"
+    pinned = await gateway.start("hello-world", version="1.2.0")
+    assert (await gateway.client.get(f"/v1/executions/{pinned}")).json()["version"] == "1.2.0"
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "code"),
+    [
+        ({"workflow": "nope"}, 404, "WORKFLOW_NOT_FOUND"),
+        ({"workflow": "hello-world", "version": "9.0.0"}, 404, "WORKFLOW_NOT_FOUND"),
+        ({"workflow": "hello-world", "input": {"name": 5}}, 400, "INVALID_INPUT"),
+        ({"workflow": "hello-world", "execution_id": "a b"}, 400, "INVALID_EXECUTION_ID"),
+        ({"workflow": "hello-world", "execution_id": "x" * 201}, 400, "INVALID_EXECUTION_ID"),
+        ({"workflow": "hello-world", "execution_id": ""}, 400, "INVALID_EXECUTION_ID"),
+        ({"input": {}}, 400, "INVALID_REQUEST"),
+        ({"workflow": "hello-world", "inptu": {}}, 400, "INVALID_REQUEST"),
+    ],
+)
+async def test_a_start_is_refused_with_its_code(
+    gateway: Gateway, body: dict[str, Any], status: int, code: str
+) -> None:
+    await gateway.deploy("hello-world")
+    response = await gateway.client.post("/v1/executions", json=body)
+    assert error_of(response)[:2] == (status, code)
+    assert (await gateway.client.get("/v1/executions")).json()["items"] == []
+
+
+async def test_a_body_that_is_not_json_is_a_bad_request(gateway: Gateway) -> None:
+    headers = {"content-type": "application/json"}
+    broken = await gateway.client.post("/v1/executions", content=b"{nope", headers=headers)
+    status, code, message = error_of(broken)
+    assert (status, code) == (400, "INVALID_REQUEST")
+    assert "not valid JSON" in message
+    plain = await gateway.client.post(
+        "/v1/executions", content=b'{"workflow": "x"}', headers={"content-type": "text/plain"}
+    )
+    assert error_of(plain)[:2] == (400, "INVALID_REQUEST")
+    assert "application/json" in error_of(plain)[2]
+
+
+async def test_inputs_and_payloads_over_the_limit_are_refused(orbit_env: OrbitEnv) -> None:
+    async with running(orbit_env, orbit_env.settings_with(max_payload_bytes=64)) as gateway:
+        await gateway.deploy("hello-world", "send-invoice", "order-fulfilment")
+        big = {"workflow": "hello-world", "input": {"name": "x" * 64}}
+        status, code, message = error_of(await gateway.client.post("/v1/executions", json=big))
+        assert (status, code) == (413, "PAYLOAD_TOO_LARGE")
+        assert "the limit is 64" in message
+        order = await gateway.start(
+            "order-fulfilment", input={"order_id": "o", "items": [{}], "callback_url": "u"}
+        )
+        too_big = {"approved": True, "note": "y" * 64}
+        response = await gateway.client.post(
+            f"/v1/executions/{order}/signals/approval", json=too_big
+        )
+        assert error_of(response)[:2] == (413, "PAYLOAD_TOO_LARGE")
+
+
+async def test_starts_beyond_the_active_limit_are_refused(orbit_env: OrbitEnv) -> None:
+    async with running(orbit_env, orbit_env.settings_with(max_active_executions=1)) as gateway:
+        await gateway.deploy("hello-world")
+        await gateway.start("hello-world", execution_id="first")
+        second = {"workflow": "hello-world", "execution_id": "second"}
+        status, code, _ = error_of(await gateway.client.post("/v1/executions", json=second))
+        assert (status, code) == (429, "RESOURCE_EXHAUSTED")
+        # Repeating a start starts nothing, so it is answered even when full.
+        repeat = {"workflow": "hello-world", "execution_id": "first"}
+        assert (await gateway.client.post("/v1/executions", json=repeat)).status_code == 200
+        await gateway.append("first", WorkflowCompleted(output=None))
+        assert (await gateway.client.post("/v1/executions", json=second)).status_code == 201
+
+
+async def _next_message(queue: AbstractQueue) -> AbstractIncomingMessage:
+    """The next message on ``queue``, by consuming (decider queues refuse a basic.get)."""
+    async with queue.iterator(no_ack=True) as messages:
+        return await asyncio.wait_for(anext(messages), timeout=3)
+
+
+async def test_a_start_wakes_the_deciders_partition(gateway: Gateway) -> None:
+    await gateway.deploy("hello-world")
+    topology = gateway.env.topology
+    execution_id = await gateway.start("hello-world", execution_id="wake-me")
+    queue = await gateway.channel.get_queue(
+        topology.decider_queue(topology.partition_of(execution_id))
+    )
+    message = await _next_message(queue)
+    assert decode_decider_input(message.body) == Wake(execution_id="wake-me")
+    assert await gateway.store.pool.fetchval("SELECT count(*) FROM outbox") == 0
+
+
+# -- signals, cancel, queries --------------------------------------------------
+
+ORDER = {"order_id": "o-1", "items": [{"sku": "a"}], "callback_url": "http://example.invalid"}
+
+
+async def test_signals_are_recorded_or_refused(gateway: Gateway) -> None:
+    await gateway.deploy("send-invoice", "order-fulfilment", "hello-world")
+    client = gateway.client
+    order = await gateway.start("order-fulfilment", input=ORDER)
+    signals = f"/v1/executions/{order}/signals"
+    accepted = await client.post(f"{signals}/approval", json={"approved": True})
+    assert (accepted.status_code, accepted.json()) == (202, {"seq": 2})
+    history = (await client.get(f"/v1/executions/{order}/history")).json()
+    assert history[-1]["type"] == "SignalReceived"
+    assert history[-1]["data"] == {"name": "approval", "payload": {"approved": True}}
+
+    status, code, message = error_of(await client.post(f"{signals}/nope", json={}))
+    assert (status, code) == (404, "UNKNOWN_SIGNAL")
+    assert "approval" in message
+    invalid = await client.post(f"{signals}/approval", json={"approved": "yes"})
+    assert error_of(invalid)[:2] == (422, "SIGNAL_PAYLOAD_INVALID")
+    unknown = await client.post("/v1/executions/ghost/signals/approval", json={})
+    assert error_of(unknown)[:2] == (404, "NOT_FOUND")
+    text = await client.post(
+        f"{signals}/approval", content=b"approved", headers={"content-type": "text/plain"}
+    )
+    assert error_of(text)[:2] == (400, "INVALID_REQUEST")
+
+    await gateway.append(order, WorkflowCompleted(output={}))
+    finished = await client.post(f"{signals}/approval", json={"approved": False})
+    assert error_of(finished)[:2] == (409, "EXECUTION_FINISHED")
+    assert len(await gateway.store.read_events(order)) == 3
+
+
+async def test_concurrent_signals_each_get_their_own_seq(gateway: Gateway) -> None:
+    await gateway.deploy("send-invoice", "order-fulfilment")
+    order = await gateway.start("order-fulfilment", input=ORDER)
+    url = f"/v1/executions/{order}/signals/approval"
+    # They all read seq 1 and race: the losers re-read and append again.
+    responses = await asyncio.gather(
+        *(gateway.client.post(url, json={"approved": i % 2 == 0}) for i in range(6))
+    )
+    assert [r.status_code for r in responses] == [202] * 6
+    assert sorted(r.json()["seq"] for r in responses) == list(range(2, 8))
+    events = await gateway.store.read_events(order)
+    assert [e.event.type for e in events[1:]] == ["SignalReceived"] * 6
+    wakes = await gateway.store.pool.fetchval("SELECT count(*) FROM outbox")
+    assert wakes == 0  # each append's wake was published
+
+
+async def test_cancel_is_requested_once_and_refused_once_finished(gateway: Gateway) -> None:
+    await gateway.deploy("hello-world")
+    client = gateway.client
+    execution_id = await gateway.start("hello-world")
+    cancel = f"/v1/executions/{execution_id}/cancel"
+    response = await client.post(cancel, json={"reason": "changed my mind"})
+    assert response.status_code == 200
+    assert response.json()["execution_id"] == execution_id
+    assert response.json()["status"] == "running"  # stopping is the decider's work
+    # A second request while it stops adds nothing, and needs no body.
+    assert (await client.post(cancel)).status_code == 200
+    events = [e.event for e in await gateway.store.read_events(execution_id)]
+    assert [e.type for e in events] == ["WorkflowCreated", "CancelRequested"]
+    assert events[1].model_dump()["reason"] == "changed my mind"
+
+    await gateway.append(execution_id, WorkflowCancelled(reason="changed my mind"))
+    status, code, message = error_of(await client.post(cancel))
+    assert (status, code) == (409, "EXECUTION_FINISHED")
+    assert "cancelled" in message
+    assert error_of(await client.post("/v1/executions/ghost/cancel"))[:2] == (404, "NOT_FOUND")
+
+
+QUERIES = """
+orbit: 1
+workflow: queried
+version: 1.0.0
+input: {type: object}
+queries:
+  greeting: ${ steps.greet.output }
+  broken: ${ input.missing.deep }
+tasks:
+  greet: {version: "1"}
+steps:
+  - id: greet
+    task: greet
+"""
+
+
+async def test_queries_read_the_state(gateway: Gateway) -> None:
+    response = await gateway.client.post("/v1/definitions", content=QUERIES, headers=YAML)
+    assert response.status_code == 201
+    execution_id = await gateway.start("queried", input={})
+    queries = f"/v1/executions/{execution_id}/queries"
+    assert (await gateway.client.get(f"{queries}/greeting")).json() == {"value": None}
+    status, code, message = error_of(await gateway.client.get(f"{queries}/nope"))
+    assert (status, code) == (404, "UNKNOWN_QUERY")
+    assert "broken, greeting" in message
+    failed = await gateway.client.get(f"{queries}/broken")
+    assert error_of(failed)[:2] == (422, "QUERY_FAILED")
+    assert error_of(await gateway.client.get("/v1/executions/x/queries/a"))[1] == "NOT_FOUND"
+
+
+# -- reading -------------------------------------------------------------------
+
+
+async def test_the_view_shows_each_step_and_the_history_each_event(gateway: Gateway) -> None:
+    await gateway.deploy("fan-out")
+    fan_out = compile_definition(example("fan-out"))
+    execution_id = await gateway.start("fan-out", input={"numbers": [1, 2, 3, 4, 5, 6]})
+    created = replay(e.event for e in await gateway.store.read_events(execution_id))
+    _, decided = decide_until_stable(created, fan_out.ir, now=1_000)
+    await gateway.append(execution_id, *decided)
+
+    view = (await gateway.client.get(f"/v1/executions/{execution_id}")).json()
+    assert view["workflow"] == "fan-out"
+    assert view["status"] == "running"
+    assert view["input"] == {"numbers": [1, 2, 3, 4, 5, 6]}
+    assert (view["output"], view["error"], view["parent"], view["closed_at"]) == (None,) * 4
+    assert view["created_at"]
+    assert view["steps"]["squares"] == {
+        "status": "scheduled",
+        "attempt": 0,
+        "output": None,
+        "error": None,
+        "elements": {"dispatched": 4, "pending": 2},
+    }
+    assert view["steps"]["total"] == {
+        "status": "pending",
+        "attempt": 0,
+        "output": None,
+        "error": None,
+    }
+
+    history = (await gateway.client.get(f"/v1/executions/{execution_id}/history")).json()
+    assert [h["seq"] for h in history] == list(range(1, 2 + len(decided)))
+    assert [h["type"] for h in history] == ["WorkflowCreated", *(e.type for e in decided)]
+    assert history[0]["data"]["input"] == {"numbers": [1, 2, 3, 4, 5, 6]}
+    assert error_of(await gateway.client.get("/v1/executions/ghost"))[:2] == (404, "NOT_FOUND")
+    history_of_ghost = await gateway.client.get("/v1/executions/ghost/history")
+    assert error_of(history_of_ghost)[:2] == (404, "NOT_FOUND")
+
+
+async def test_a_finished_execution_shows_its_outcome(gateway: Gateway) -> None:
+    await gateway.deploy("hello-world")
+    execution_id = await gateway.start("hello-world")
+    failure = TaskFailure(code="BOOM", message="it broke", retryable=False)
+    await gateway.append(execution_id, WorkflowFailed(error=failure))
+    view = (await gateway.client.get(f"/v1/executions/{execution_id}")).json()
+    assert view["status"] == "failed"
+    assert view["error"] == {
+        "code": "BOOM",
+        "message": "it broke",
+        "retryable": False,
+        "details": None,
+    }
+    assert view["closed_at"] is not None
+
+
+async def test_listing_pages_newest_first_and_filters(gateway: Gateway) -> None:
+    await gateway.deploy("hello-world", "fan-out")
+    client = gateway.client
+    hellos = [await gateway.start("hello-world", execution_id=f"h-{i}") for i in range(5)]
+    fans = [await gateway.start("fan-out", input={"numbers": []}) for _ in range(2)]
+    await gateway.append("h-1", WorkflowCompleted(output=None))
+
+    seen: list[str] = []
+    cursor = None
+    pages = 0
+    while True:
+        params: dict[str, Any] = {"limit": 3} | ({"cursor": cursor} if cursor else {})
+        page = (await client.get("/v1/executions", params=params)).json()
+        assert len(page["items"]) <= 3
+        seen += [item["execution_id"] for item in page["items"]]
+        pages += 1
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert pages == 3
+    assert seen == [*reversed(hellos + fans)]
+
+    by_workflow = (await client.get("/v1/executions", params={"workflow": "fan-out"})).json()
+    assert [i["execution_id"] for i in by_workflow["items"]] == [*reversed(fans)]
+    assert by_workflow["next_cursor"] is None
+    done = (await client.get("/v1/executions", params={"status": "completed"})).json()
+    assert [(i["execution_id"], i["status"]) for i in done["items"]] == [("h-1", "completed")]
+    summary = done["items"][0]
+    assert set(summary) == {
+        "execution_id",
+        "workflow",
+        "version",
+        "status",
+        "parent",
+        "created_at",
+        "closed_at",
+    }
+
+    for params in ({"cursor": "not-a-cursor"}, {"status": "sleeping"}, {"limit": 0}):
+        response = await client.get("/v1/executions", params=params)
+        assert error_of(response)[:2] == (400, "INVALID_REQUEST"), params
+
+
+async def test_waiting_answers_when_the_execution_ends(gateway: Gateway) -> None:
+    await gateway.deploy("hello-world")
+    execution_id = await gateway.start("hello-world")
+    started = time.monotonic()
+    waiting = asyncio.ensure_future(
+        gateway.client.get(f"/v1/executions/{execution_id}", params={"wait": 10})
+    )
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(asyncio.shield(waiting), timeout=0.3)  # still waiting
+    await gateway.append(execution_id, WorkflowCompleted(output={"greeting": "hi"}))
+    response = await waiting
+    assert response.json()["status"] == "completed"
+    assert response.json()["output"] == {"greeting": "hi"}
+    assert time.monotonic() - started < 2
+
+
+async def test_waiting_answers_at_the_timeout(gateway: Gateway) -> None:
+    await gateway.deploy("hello-world")
+    execution_id = await gateway.start("hello-world")
+    started = time.monotonic()
+    response = await gateway.client.get(f"/v1/executions/{execution_id}", params={"wait": 0.3})
+    elapsed = time.monotonic() - started
+    assert response.json()["status"] == "running"
+    assert 0.3 <= elapsed < 1.5
+    negative = await gateway.client.get(f"/v1/executions/{execution_id}", params={"wait": -1})
+    assert error_of(negative)[:2] == (400, "INVALID_REQUEST")
+
+
+async def test_workers_are_grouped_with_their_live_sessions(gateway: Gateway) -> None:
+    sessions = SessionRegistry(gateway.store.pool)
+    contract = {"task": "greet", "version": "1", "input_schema": {"type": "object"}}
+    request = RegisterWorker(worker_id="billing-1", sdk="orbit-python/0.1", contracts=(contract,))
+    live = await sessions.open(request)
+    await sessions.open(request)
+    gone = await sessions.open(RegisterWorker(worker_id="old-1", contracts=()))
+    await sessions.touch(live, [InflightTask(execution_id="e", token="t1")])
+    await sessions.close(gone)
+
+    workers = (await gateway.client.get("/v1/workers")).json()
+    assert [w["worker_id"] for w in workers] == ["billing-1", "old-1"]
+    billing, old = workers
+    assert billing["online"] is True
+    assert (billing["sessions"], billing["inflight"]) == (2, 1)
+    assert (billing["runtime"], billing["sdk"]) == ("python", "orbit-python/0.1")
+    assert billing["contracts"] == [{"task": "greet", "version": "1"}]
+    assert (old["online"], old["sessions"], old["inflight"]) == (False, 0, 0)
+    assert old["last_seen"]
+
+
+# -- health, errors, the document ----------------------------------------------
+
+
+async def test_health_and_readiness(gateway: Gateway, orbit_env: OrbitEnv) -> None:
+    assert (await gateway.client.get("/healthz")).json() == {"status": "ok", "checks": {}}
+    ready = await gateway.client.get("/readyz")
+    assert ready.status_code == 200
+    assert ready.json()["checks"] == {"postgres": "ok", "rabbitmq": "ok"}
+
+    connection: AbstractRobustConnection = await connect(orbit_env.settings.amqp_url)
+    await connection.close()
+    app = create_app(
+        gateway.executions,
+        {"postgres": gateway.store.ping, "rabbitmq": lambda: broker_ready(connection)},
+    )
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        status, code, message = error_of(await c.get("/readyz"))
+    assert (status, code) == (503, "UNAVAILABLE")
+    assert "rabbitmq" in message
+    assert "postgres" not in message
+
+
+async def test_unexpected_errors_are_a_500_without_a_traceback(
+    gateway: Gateway, orbit_env: OrbitEnv, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = await EventStore.connect(orbit_env.settings.database_url, min_size=1, max_size=1)
+    await store.close()  # every query now fails in the driver
+    relay = gateway.executions.relay
+    app = create_app(Executions(store, relay, orbit_env.topology, orbit_env.settings))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        response = await c.get("/v1/definitions")
+        assert error_of(response)[:2] == (500, "INTERNAL")
+        assert "Traceback" not in response.text
+        assert "asyncpg" not in response.text
+        logged = [r for r in caplog.records if getattr(r, "action", None) == "http.internal_error"]
+        assert len(logged) == 1
+        assert logged[0].exc_info is not None
+        assert error_of(await c.get("/v1/nothing-here"))[:2] == (404, "NOT_FOUND")
+        assert error_of(await c.delete("/v1/definitions"))[:2] == (405, "INVALID_REQUEST")
+
+
+async def test_the_openapi_document_lists_every_path(gateway: Gateway) -> None:
+    document = (await gateway.client.get("/openapi.json")).json()
+    assert set(document["paths"]) >= {
+        "/v1/definitions",
+        "/v1/definitions/{name}/{version}",
+        "/v1/executions",
+        "/v1/executions/{execution_id}",
+        "/v1/executions/{execution_id}/history",
+        "/v1/executions/{execution_id}/cancel",
+        "/v1/executions/{execution_id}/signals/{name}",
+        "/v1/executions/{execution_id}/queries/{name}",
+        "/v1/workers",
+        "/healthz",
+        "/readyz",
+    }
+    register = document["paths"]["/v1/definitions"]["post"]
+    assert set(register["requestBody"]["content"]) == {"application/yaml", "application/json"}
+    responses = [
+        r for path in document["paths"].values() for op in path.values() for r in op["responses"]
+    ]
+    assert "422" not in responses
+
+
+# -- the service ---------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+async def test_the_service_serves_http_and_answers_commands(orbit_env: OrbitEnv) -> None:
+    settings = orbit_env.settings_with(http_port=_free_port())
+    service = GatewayService(settings)
+    await service.start()
+    try:
+        base = f"http://127.0.0.1:{service.port}"
+        async with httpx.AsyncClient(base_url=base) as client:
+            assert (await client.get("/readyz")).status_code == 200
+            deployed = await client.post(
+                "/v1/definitions", content=example("hello-world"), headers=YAML
+            )
+            assert deployed.status_code == 201
+
+        connection = await connect(settings.amqp_url)
+        try:
+            channel = await open_channel(connection)
+            replies = await channel.declare_queue(exclusive=True)
+            publisher = Publisher(channel)
+            topology = orbit_env.topology
+
+            async def ask(body: bytes, correlation_id: str) -> CommandReply:
+                await publisher.publish(
+                    topology.commands,
+                    "command",
+                    body,
+                    reply_to=replies.name,
+                    correlation_id=correlation_id,
+                )
+                message = await _next_message(replies)
+                assert message.correlation_id == correlation_id
+                return CommandReply.model_validate_json(message.body)
+
+            start = StartExecution(workflow="hello-world", execution_id="by-amqp")
+            reply = await ask(encode(start), "c-1")
+            assert reply.ok
+            assert reply.result == {"execution_id": "by-amqp", "created": True}
+            async with httpx.AsyncClient(base_url=base) as client:
+                view = (await client.get("/v1/executions/by-amqp")).json()
+            assert view["status"] == "running"
+
+            signalled = await ask(encode(SignalExecution(execution_id="by-amqp", name="go")), "c-3")
+            assert signalled.error is not None
+            assert signalled.error.code == "UNKNOWN_SIGNAL"
+            cancelled = await ask(encode(CancelExecution(execution_id="by-amqp")), "c-4")
+            assert cancelled.ok
+            async with httpx.AsyncClient(base_url=base) as client:
+                history = (await client.get("/v1/executions/by-amqp/history")).json()
+            assert [h["type"] for h in history] == ["WorkflowCreated", "CancelRequested"]
+
+            refused = await ask(encode(StartExecution(workflow="nope")), "c-2")
+            assert not refused.ok
+            assert refused.error is not None
+            assert refused.error.code == "WORKFLOW_NOT_FOUND"
+
+            await publisher.publish(topology.commands, "command", b'{"type": "Explode"}')
+            parked = await _next_message(await channel.get_queue(topology.dead_letter))
+            assert json.loads(parked.body) == {"type": "Explode"}
+        finally:
+            await connection.close()
+    finally:
+        await service.stop()
+    async with httpx.AsyncClient(base_url=base) as client:
+        with pytest.raises(httpx.ConnectError):
+            await client.get("/healthz")
+
+
+async def test_the_service_does_not_start_on_a_port_in_use(orbit_env: OrbitEnv) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        settings = orbit_env.settings_with(http_port=taken.getsockname()[1])
+        service = GatewayService(settings)
+        with pytest.raises(OrbitError) as refused:
+            await service.start()
+    assert refused.value.code is ErrorCode.UNAVAILABLE
+    assert f"127.0.0.1:{settings.http_port}" in refused.value.message
+    await service.stop()  # a second stop after a failed start is harmless

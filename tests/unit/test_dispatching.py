@@ -1,0 +1,158 @@
+"""The dispatcher's rules: assignments, registration checks, warnings, which tokens stop."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from orbit_model import compile_definition
+from orbit_model.decider import decide_until_stable
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.inputs import accept_cancel, accept_lost_delivery, start_execution
+from orbit_model.messages import (
+    ContractAnnouncement,
+    DeliveryLost,
+    DispatchTask,
+    InflightTask,
+    RegisterWorker,
+    Route,
+)
+from orbit_model.state import ExecutionState, evolve, replay
+from orbit_runtime.broker import Topology
+from orbit_runtime.dispatching import (
+    assignment_for,
+    assignment_route,
+    check_registration,
+    contract_warnings,
+    lost_deliveries,
+    token_is_live,
+    tokens_to_cancel,
+)
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+HELLO = compile_definition((EXAMPLES / "hello-world.yaml").read_text())
+TOPOLOGY = Topology("ns", 4)
+
+
+def _dispatch(**changes: object) -> DispatchTask:
+    fields: dict[str, object] = {
+        "execution_id": "e-1",
+        "workflow": "order",
+        "unit": "ship[2]",
+        "task": "ship-item",
+        "task_version": "1",
+        "token": "tok",
+        "attempt": 3,
+        "idempotency_key": "e-1:ship[2]",
+        "redelivery": True,
+        "input": {"sku": "a"},
+        "result_route": Route(exchange="ns.decider", routing_key="1"),
+    }
+    return DispatchTask.model_validate({**fields, **changes})
+
+
+def test_an_assignment_carries_everything_the_worker_needs() -> None:
+    dispatch = _dispatch()
+    assignment = assignment_for(dispatch)
+    assert assignment.type == "TaskAssignment"
+    assert assignment.model_dump(exclude={"type"}) == dispatch.model_dump(exclude={"type"})
+
+
+def test_an_assignment_goes_to_the_queue_of_its_contract() -> None:
+    assert assignment_route(TOPOLOGY, _dispatch()) == ("ns.tasks", "ship-item@1")
+    assert assignment_route(TOPOLOGY, _dispatch(task_version="2.1")) == (
+        "ns.tasks",
+        "ship-item@2.1",
+    )
+
+
+def _register(*contracts: tuple[str, str], worker_id: str = "w") -> RegisterWorker:
+    return RegisterWorker(
+        worker_id=worker_id,
+        contracts=tuple(ContractAnnouncement(task=t, version=v) for t, v in contracts),
+    )
+
+
+def test_a_good_registration_passes() -> None:
+    check_registration(_register(("charge-card", "2"), ("ship-item", "1")))
+
+
+@pytest.mark.parametrize(
+    ("request_", "code", "words"),
+    [
+        (_register(("a", "1"), worker_id=""), ErrorCode.INVALID_REQUEST, "worker_id is required"),
+        (_register(), ErrorCode.INVALID_REQUEST, "at least one task contract"),
+        (_register(("workflow:send-invoice", "1")), ErrorCode.RESERVED_TASK, "child workflow"),
+        (_register(("orbit.http.request", "1")), ErrorCode.RESERVED_TASK, "built-in"),
+        (_register(("has space", "1")), ErrorCode.INVALID_REQUEST, "task name"),
+        (_register(("ok", "no/slash")), ErrorCode.INVALID_REQUEST, "contract version"),
+    ],
+)
+def test_registrations_that_cannot_be_served_are_refused(
+    request_: RegisterWorker, code: ErrorCode, words: str
+) -> None:
+    with pytest.raises(OrbitError) as refused:
+        check_registration(request_)
+    assert refused.value.code == code
+    assert words in refused.value.message
+
+
+def test_only_versions_no_workflow_uses_are_warned_about() -> None:
+    contracts = _register(("greet", "1"), ("greet", "3"), ("charge", "9"), ("unused", "1"))
+    in_use = {"greet": {"1", "2"}, "charge": {"2"}}
+    warnings = contract_warnings(contracts.contracts, in_use)
+    assert warnings == [
+        "'greet' is announced at version 3, but registered workflows call it at 1, 2;"
+        " no task of theirs will reach this worker",
+        "'charge' is announced at version 9, but registered workflows call it at 2;"
+        " no task of theirs will reach this worker",
+    ]
+    assert contract_warnings(contracts.contracts, {}) == []
+
+
+def _dispatched() -> tuple[ExecutionState, str]:
+    created = start_execution(HELLO.ir, HELLO.hash, "e-1", {"name": "ada"})
+    state, _ = decide_until_stable(replay([created]), HELLO.ir, now=1_000)
+    token = state.unit("greet").token
+    assert token is not None
+    return state, token
+
+
+def test_the_token_in_flight_is_live_others_are_not() -> None:
+    state, token = _dispatched()
+    assert token_is_live(state, token)
+    assert not token_is_live(state, "someone-else")
+    assert tokens_to_cancel(
+        {"e-1": state},
+        [
+            InflightTask(execution_id="e-1", token=token),
+            InflightTask(execution_id="e-1", token="old"),
+            InflightTask(execution_id="e-unknown", token="x"),
+        ],
+    ) == ("old", "x")
+
+
+def test_a_lost_or_cancelled_delivery_is_no_longer_live() -> None:
+    state, token = _dispatched()
+    lost = state
+    for event in accept_lost_delivery(state, token, "gone"):
+        lost = evolve(lost, event)
+    assert not token_is_live(lost, token)
+
+    cancelled = state
+    for event in accept_cancel(state, "no longer needed"):
+        cancelled = evolve(cancelled, event)
+    cancelled, _ = decide_until_stable(cancelled, HELLO.ir, now=2_000)
+    assert not token_is_live(cancelled, token)
+
+
+def test_lost_deliveries_name_each_task() -> None:
+    held = [
+        InflightTask(execution_id="e-1", token="a"),
+        InflightTask(execution_id="e-2", token="b"),
+    ]
+    assert lost_deliveries(held) == [
+        DeliveryLost(execution_id="e-1", token="a", reason="worker unregistered"),
+        DeliveryLost(execution_id="e-2", token="b", reason="worker unregistered"),
+    ]
