@@ -29,10 +29,11 @@ format: install
 	$(BIN)/ruff check --fix .
 	$(BIN)/ruff format .
 
-# Until the services exist, the demo compiles every example workflow and
-# prints its name, version and definition hash.
+# Every service in one process against the local Postgres and RabbitMQ: the
+# examples are deployed, their worker started and one order run; then it keeps
+# serving (gateway on :8080) until Ctrl-C.
 demo: install
-	$(BIN)/orbit validate examples/*.yaml
+	$(BIN)/orbit dev --demo
 
 # Re-pin every dependency after editing pyproject.toml.
 lock: install

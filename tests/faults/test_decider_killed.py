@@ -1,4 +1,4 @@
-"""The decider killed with SIGKILL in the middle of 200 executions, then started again.
+"""The decider killed with SIGKILL, then stopped with SIGTERM, in the middle of 200 executions.
 
 The decider runs as its own process (``python -m orbit_sdk service decider``);
 the gateway, dispatcher, timer and a worker run in the test. Whatever the
@@ -72,6 +72,12 @@ async def test_a_killed_decider_loses_nothing_and_repeats_nothing(orbit_env: Orb
             decider.send_signal(signal.SIGKILL)
             await decider.wait()
             assert await completed() < EXECUTIONS
+            decider = await _decider_process(settings)
+            # Then a graceful stop mid-run: it finishes its batch, exits 0, loses nothing.
+            before = await completed()
+            await eventually(completed, lambda n: n > before, timeout=30, what="progress")
+            decider.send_signal(signal.SIGTERM)
+            assert await asyncio.wait_for(decider.wait(), timeout=15) == 0
             decider = await _decider_process(settings)
             await eventually(
                 completed, lambda n: n == EXECUTIONS, timeout=60, what="every completion"
