@@ -1,0 +1,41 @@
+"""A client that speaks only AMQP: a start and a signal published to the commands exchange."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from examples.workers import TASKS
+
+from orbit_sdk import AmqpClient
+from tests.integration.conftest import OrbitEnv
+from tests.integration.eventually import eventually
+
+from .stack import running_stack
+
+EXAMPLES = Path(__file__).parents[2] / "examples"
+
+
+async def test_an_order_started_and_approved_over_amqp_completes(orbit_env: OrbitEnv) -> None:
+    async with running_stack(orbit_env.settings, TASKS) as stack:
+        await stack.client.deploy(EXAMPLES)
+        async with AmqpClient(stack.settings) as amqp:
+            order = {"order_id": "o-1", "items": [{"sku": "a"}], "callback_url": "https://x.test"}
+            reply = await amqp.publish_start(
+                "order-fulfilment", order, execution_id="amqp-1", wait_reply=True
+            )
+            assert reply is not None
+            assert (reply.ok, reply.result) == (True, {"execution_id": "amqp-1", "created": True})
+
+            async def waiting() -> str:
+                return str((await stack.client.get("amqp-1"))["steps"]["approval"]["status"])
+
+            await eventually(waiting, lambda s: s == "scheduled", what="the approval step")
+            # Fire and forget: no reply asked for.
+            assert await amqp.publish_signal("amqp-1", "approval", {"approved": False}) is None
+            refused = await amqp.publish_signal("amqp-1", "nope", {}, wait_reply=True)
+            assert refused is not None
+            assert refused.error is not None
+            assert (refused.ok, refused.error.code) == (False, "UNKNOWN_SIGNAL")
+        finished = await stack.client.wait("amqp-1", timeout=30)
+    assert finished["status"] == "completed"
+    assert finished["output"]["approved"] is False
