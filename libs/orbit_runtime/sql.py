@@ -119,6 +119,11 @@ RETURNING execution_id, key, due_at
 
 NEXT_TIMER_DUE = "SELECT min(due_at) FROM timers"
 
+TIMERS_CHANNEL = "orbit_timers"
+"""The LISTEN/NOTIFY channel on which appends announce the nearest timer they wrote."""
+
+NOTIFY_TIMERS = "SELECT pg_notify('orbit_timers', $1)"
+
 # -- outbox ------------------------------------------------------------------
 
 INSERT_OUTBOX = """

@@ -165,6 +165,8 @@ class EventStore:
                 await connection.execute(sql.UPDATE_EXECUTIONS, *_execution_columns(old))
             if upserts[0]:
                 await connection.execute(sql.UPSERT_TIMERS, *upserts)
+                # Delivered at commit: a sleeping timer service wakes for a nearer timer.
+                await connection.execute(sql.NOTIFY_TIMERS, str(min(upserts[2])))
             if deletes[0]:
                 await connection.execute(sql.DELETE_TIMERS, *deletes)
             if not outbox:

@@ -1,7 +1,10 @@
 """The timer service: fires due timers to the decider.
 
-It sleeps until the next timer is due, but never longer than a short poll
-interval, because timers written meanwhile by deciders may be nearer.
+It sleeps until the next timer is due. Appends that write a timer send a
+NOTIFY with its due time at commit; the service LISTENs, so a nearer timer
+written meanwhile wakes it at once instead of a fast poll. A slow poll
+(``SAFETY_POLL_MS``) remains, in case a notification is lost with a
+dropped connection.
 """
 
 from __future__ import annotations
@@ -10,8 +13,10 @@ import asyncio
 import contextlib
 import logging
 
+import asyncpg
 from aio_pika.abc import AbstractRobustConnection
 
+from orbit_runtime import sql
 from orbit_runtime.broker import Publisher, Topology, connect, declare_topology, open_channel
 from orbit_runtime.deciding import epoch_ms
 from orbit_runtime.settings import Settings
@@ -20,7 +25,7 @@ from orbit_runtime.timers import fire_due, next_due
 
 log = logging.getLogger("orbit.timer")
 
-POLL_INTERVAL_MS = 50
+SAFETY_POLL_MS = 1_000
 
 
 class TimerService:
@@ -31,36 +36,54 @@ class TimerService:
         self.topology = Topology(settings.namespace, settings.decider_partitions)
         self._store: EventStore | None = None
         self._connection: AbstractRobustConnection | None = None
+        self._listener: asyncpg.Connection | None = None
         self._task: asyncio.Task[None] | None = None
+        self._nearer = asyncio.Event()
+        self._next_due: int | None = None
         self.fired = 0
 
     async def start(self) -> None:
         self._store = await EventStore.connect(self.settings.database_url, min_size=1, max_size=2)
+        self._listener = await asyncpg.connect(self.settings.database_url)
+        await self._listener.add_listener(sql.TIMERS_CHANNEL, self._on_notify)
         self._connection = await connect(self.settings.amqp_url)
         channel = await open_channel(self._connection)
         await declare_topology(channel, self.topology)
         self._task = asyncio.create_task(self._run(Publisher(channel)), name="timer.fire")
 
+    def _on_notify(self, _connection: object, _pid: int, _channel: str, payload: object) -> None:
+        with contextlib.suppress(TypeError, ValueError):
+            due = int(str(payload))
+            if self._next_due is None or due < self._next_due:
+                self._nearer.set()
+
     async def _run(self, publisher: Publisher) -> None:
         assert self._store is not None
         while True:
+            # Cleared before looking, so a notification that comes while we look is kept.
+            self._nearer.clear()
             try:
                 while fired := await fire_due(self._store, publisher, self.topology, epoch_ms()):
                     self.fired += fired
-                due = await next_due(self._store)
+                self._next_due = await next_due(self._store)
             except asyncio.CancelledError:
                 raise
             except Exception as error:
                 log.warning("firing timers failed: %r", error, extra={"action": "timers.failed"})
-                due = None
-            wait = POLL_INTERVAL_MS if due is None else min(POLL_INTERVAL_MS, due - epoch_ms())
-            await asyncio.sleep(max(wait, 1) / 1000)
+                self._next_due = None
+            wait = SAFETY_POLL_MS
+            if self._next_due is not None:
+                wait = min(wait, self._next_due - epoch_ms())
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._nearer.wait(), max(wait, 1) / 1000)
 
     async def stop(self) -> None:
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
+        if self._listener is not None:
+            await self._listener.close()
         if self._connection is not None:
             await self._connection.close()
         if self._store is not None:

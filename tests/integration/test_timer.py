@@ -11,6 +11,7 @@ from orbit_model import compile_definition
 from orbit_model.events import TaskFailure
 from orbit_model.messages import TaskResult
 from orbit_runtime.store import EventStore
+from orbit_services import timer as timer_module
 from orbit_services.decider import DeciderService
 from orbit_services.timer import TimerService
 
@@ -85,3 +86,20 @@ async def test_the_timers_table_follows_the_state(rig: Rig, orbit_env: OrbitEnv)
     state = await rig.state("s-2")
     assert rows == [("timer:nap", state.unit("nap").due_at)]
     assert isinstance(rig.decider, DeciderService)
+
+
+async def test_a_nearer_timer_wakes_the_service_at_once(
+    rig: Rig, orbit_env: OrbitEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # With no polling to speak of, only the NOTIFY of the append can wake it in time.
+    monkeypatch.setattr(timer_module, "SAFETY_POLL_MS", 60_000)
+    service = TimerService(orbit_env.settings)
+    await service.start()
+    try:
+        await rig.store.register_definition(SLEEPY)
+        began = time.monotonic()
+        await rig.start(SLEEPY, "s-3", None)
+        await rig.next_dispatch(timeout=3)
+        assert time.monotonic() - began < 1.5
+    finally:
+        await service.stop()
