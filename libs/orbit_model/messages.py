@@ -148,8 +148,18 @@ class StartChild(_Message):
     parent_token: str
 
 
+class CancelChild(_Message):
+    """The parent of this child stopped while the child ran: cancel it too."""
+
+    type: Literal["CancelChild"] = "CancelChild"
+    execution_id: str
+    """The child's id."""
+    reason: str = ""
+
+
 DeciderInput = Annotated[
-    Wake | TaskResult | TimerDue | DeliveryLost | StartChild, Field(discriminator="type")
+    Wake | TaskResult | TimerDue | DeliveryLost | StartChild | CancelChild,
+    Field(discriminator="type"),
 ]
 
 

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 
 from orbit_model.decider import decide_until_stable, unit_call
 from orbit_model.errors import OrbitError
-from orbit_model.events import Event, StepDispatched, TaskFailure
+from orbit_model.events import Event, StepCancelled, StepDispatched, TaskFailure
 from orbit_model.inputs import (
+    accept_cancel,
     accept_lost_delivery,
     accept_result,
     accept_timer,
@@ -31,6 +32,7 @@ from orbit_model.inputs import (
 )
 from orbit_model.ir import HTTP_TASK, WorkflowIR
 from orbit_model.messages import (
+    CancelChild,
     DeciderInput,
     DeliveryLost,
     DispatchTask,
@@ -241,6 +243,8 @@ class Deciding:
                 return accept_timer(state, item.key, max(now, item.due_at or 0))
             if isinstance(item, DeliveryLost):
                 return accept_lost_delivery(state, item.token, item.reason)
+            if isinstance(item, CancelChild) and not state.terminal:
+                return accept_cancel(state, item.reason)
         except OrbitError as error:
             log.warning(
                 "input refused: %s",
@@ -294,6 +298,10 @@ class Deciding:
         for event in events:
             if isinstance(event, StepDispatched) and event.token in in_flight:
                 messages.append(self._dispatch(state, ir, event))
+            elif isinstance(event, StepCancelled) and state.unit(event.unit).tokens:
+                step, call = unit_call(ir, event.unit)
+                if step.child is not None and call is step.call:
+                    messages.append(self._cancel_child(state, event.unit))
         if state.terminal and not before.terminal and state.parent_execution_id:
             messages.append(self._child_outcome(state))
         return messages
@@ -331,6 +339,13 @@ class Deciding:
             result_route=self.topology.decider_route(state.execution_id),
         )
         return OutboxMessage(self.topology.dispatch, "dispatch", encode(dispatch))
+
+    def _cancel_child(self, state: ExecutionState, unit: str) -> OutboxMessage:
+        child_id = child_execution_id(state.execution_id, unit)
+        reason = f"its parent {state.execution_id} is stopping"
+        route = self.topology.decider_route(child_id)
+        cancel = CancelChild(execution_id=child_id, reason=reason)
+        return OutboxMessage(route.exchange, route.routing_key, encode(cancel))
 
     def _child_outcome(self, state: ExecutionState) -> OutboxMessage:
         parent_id, parent_token = state.parent_execution_id, state.parent_token
