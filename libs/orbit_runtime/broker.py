@@ -29,6 +29,7 @@ from aio_pika.abc import (
     AbstractQueue,
     AbstractRobustConnection,
 )
+from yarl import URL
 
 from orbit_model.messages import Route
 from orbit_runtime.errors import translate_connect_error
@@ -99,10 +100,18 @@ class Topology:
         return arguments
 
 
-async def connect(url: str) -> AbstractRobustConnection:
-    """A connection that reconnects by itself; a readable error if the broker is not there."""
+async def connect(url: str, heartbeat_seconds: int | None = None) -> AbstractRobustConnection:
+    """A connection that reconnects by itself; a readable error if the broker is not there.
+
+    ``heartbeat_seconds`` asks for AMQP heartbeats that often (unless the URL
+    sets its own): a process that freezes then loses its connection, and the
+    broker hands its unacked messages to others, within about twice that.
+    """
+    target = URL(url)
+    if heartbeat_seconds is not None and "heartbeat" not in target.query:
+        target = target.update_query(heartbeat=str(heartbeat_seconds))
     try:
-        return await aio_pika.connect_robust(url, client_properties={"connection_name": "orbit"})
+        return await aio_pika.connect_robust(target, client_properties={"connection_name": "orbit"})
     except (OSError, aio_pika.exceptions.AMQPError) as error:
         raise translate_connect_error("RabbitMQ", url, error) from error
 

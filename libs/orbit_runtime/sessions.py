@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -111,6 +111,24 @@ class SessionRegistry:
         if text is None:
             raise unknown_session(session_id)
         return _inflight_from(text)
+
+    async def expire(
+        self, timeout_ms: int, report: Callable[[list[tuple[str, InflightTask]]], Awaitable[None]]
+    ) -> int:
+        """Close every session silent for over ``timeout_ms``; how many.
+
+        ``report`` is given (worker_id, task) for each task those sessions held
+        and runs inside the transaction: if it fails, the sessions stay open
+        and are expired again on the next pass, so no lost task goes unreported.
+        """
+        async with self.pool.acquire() as connection, connection.transaction():
+            rows = await connection.fetch(sql.EXPIRE_SESSIONS, timeout_ms / 1000)
+            lost = [
+                (row["worker_id"], task) for row in rows for task in _inflight_from(row["inflight"])
+            ]
+            if lost:
+                await report(lost)
+        return len(rows)
 
     async def sessions(self) -> list[WorkerSession]:
         """Open sessions and those closed within the last hour, by worker."""

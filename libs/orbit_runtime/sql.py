@@ -171,6 +171,14 @@ SELECT inflight::text AS inflight FROM worker_sessions
 WHERE session_id = $1 AND closed_at IS NULL
 """
 
+# Sessions silent for longer than the session timeout are lost. The row lock
+# of the UPDATE means two liveness replicas never expire one session twice.
+EXPIRE_SESSIONS = """
+UPDATE worker_sessions SET closed_at = now()
+WHERE closed_at IS NULL AND last_seen < now() - make_interval(secs => $1)
+RETURNING session_id, worker_id, inflight::text AS inflight
+"""
+
 LIST_SESSIONS = """
 SELECT session_id, worker_id, runtime, sdk, contracts::text AS contracts,
        inflight::text AS inflight, registered_at, last_seen, closed_at

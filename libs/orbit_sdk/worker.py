@@ -171,7 +171,11 @@ class Worker:
                 answer; the dispatcher's code (``INVALID_REQUEST``,
                 ``RESERVED_TASK``) if it refuses the registration.
         """
-        self._connection = connection = await connect(self.settings.amqp_url)
+        # AMQP heartbeats of half the session timeout: if this process freezes, the
+        # broker drops its connection and hands the tasks it holds to other workers,
+        # including the redeliveries the engine sent after the session expired.
+        heartbeat = max(1, round(self.settings.session_timeout_ms / 2000))
+        self._connection = connection = await connect(self.settings.amqp_url, heartbeat)
         try:
             requester = Requester(await open_channel(connection))
             await requester.start()

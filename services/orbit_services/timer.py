@@ -1,10 +1,15 @@
-"""The timer service: fires due timers to the decider.
+"""The timer and liveness service: fires due timers, and expires silent worker sessions.
 
 It sleeps until the next timer is due. Appends that write a timer send a
 NOTIFY with its due time at commit; the service LISTENs, so a nearer timer
 written meanwhile wakes it at once instead of a fast poll. A slow poll
 (``SAFETY_POLL_MS``) remains, in case a notification is lost with a
 dropped connection.
+
+Liveness: a worker session not heard from within ``ORBIT_SESSION_TIMEOUT_MS``
+is closed, and each task it held at its last heartbeat is reported to the
+decider as a ``DeliveryLost``: the attempt becomes uncertain and is
+redelivered with the same idempotency key and ``redelivery: true``.
 """
 
 from __future__ import annotations
@@ -16,9 +21,11 @@ import logging
 import asyncpg
 from aio_pika.abc import AbstractRobustConnection
 
+from orbit_model.messages import DeliveryLost, InflightTask, encode
 from orbit_runtime import sql
 from orbit_runtime.broker import Publisher, Topology, connect, declare_topology, open_channel
 from orbit_runtime.deciding import epoch_ms
+from orbit_runtime.sessions import SessionRegistry
 from orbit_runtime.settings import Settings
 from orbit_runtime.store import EventStore
 from orbit_runtime.timers import fire_due, next_due
@@ -38,9 +45,12 @@ class TimerService:
         self._connection: AbstractRobustConnection | None = None
         self._listener: asyncpg.Connection | None = None
         self._task: asyncio.Task[None] | None = None
+        self._liveness: asyncio.Task[None] | None = None
         self._nearer = asyncio.Event()
         self._next_due: int | None = None
         self.fired = 0
+        self.expired = 0
+        """Worker sessions expired so far."""
 
     async def start(self) -> None:
         self._store = await EventStore.connect(self.settings.database_url, min_size=1, max_size=2)
@@ -49,7 +59,9 @@ class TimerService:
         self._connection = await connect(self.settings.amqp_url)
         channel = await open_channel(self._connection)
         await declare_topology(channel, self.topology)
-        self._task = asyncio.create_task(self._run(Publisher(channel)), name="timer.fire")
+        publisher = Publisher(channel)
+        self._task = asyncio.create_task(self._run(publisher), name="timer.fire")
+        self._liveness = asyncio.create_task(self._watch(publisher), name="timer.liveness")
 
     def _on_notify(self, _connection: object, _pid: int, _channel: str, payload: object) -> None:
         with contextlib.suppress(TypeError, ValueError):
@@ -77,11 +89,46 @@ class TimerService:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._nearer.wait(), max(wait, 1) / 1000)
 
+    async def _watch(self, publisher: Publisher) -> None:
+        assert self._store is not None
+        registry = SessionRegistry(self._store.pool)
+        timeout = self.settings.session_timeout_ms
+
+        async def report(lost: list[tuple[str, InflightTask]]) -> None:
+            messages = []
+            for worker_id, task in lost:
+                notice = DeliveryLost(
+                    execution_id=task.execution_id,
+                    token=task.token,
+                    reason=f"worker {worker_id} was not heard from for {timeout} ms",
+                )
+                route = self.topology.decider_route(task.execution_id)
+                messages.append((route.exchange, route.routing_key, encode(notice)))
+            await publisher.publish_many(messages)
+
+        while True:
+            try:
+                expired = await registry.expire(timeout, report)
+                if expired:
+                    self.expired += expired
+                    log.warning(
+                        "%d worker sessions expired", expired, extra={"action": "sessions.expired"}
+                    )
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                log.warning(
+                    "expiring sessions failed: %r", error, extra={"action": "sessions.failed"}
+                )
+            # A quarter of the timeout: a lost worker is noticed within 1.25 timeouts.
+            await asyncio.sleep(max(timeout / 4, 50) / 1000)
+
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+        for task in (self._task, self._liveness):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
         if self._listener is not None:
             await self._listener.close()
         if self._connection is not None:
