@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 PYTEST_WORKERS ?= auto
 
-.PHONY: install test lint format demo lock clean
+.PHONY: install test lint format demo lock asyncapi clean
 
 install: $(VENV)/.installed
 
@@ -38,6 +38,12 @@ demo: install
 # Re-pin every dependency after editing pyproject.toml.
 lock: install
 	$(BIN)/uv pip compile --quiet pyproject.toml --extra dev --python-version 3.11 -o requirements.lock
+
+# Regenerate the AsyncAPI document of the AMQP protocol from the code (FastStream,
+# no broker needed); tests/unit/test_asyncapi.py fails when it is stale.
+asyncapi: install
+	$(BIN)/python -m orbit_runtime.asyncapi > docs/asyncapi.json.tmp
+	mv docs/asyncapi.json.tmp docs/asyncapi.json
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis

@@ -27,9 +27,13 @@ class _Event(BaseModel):
 
 
 class TaskFailure(BaseModel):
-    """Why an attempt, a step or an execution failed: an error as a value."""
+    """Why an attempt, a step or an execution failed: an error as a value.
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    Unknown fields are ignored, not refused: failures also arrive from workers
+    in other languages, whose newer SDKs may send more.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     code: str
     message: str

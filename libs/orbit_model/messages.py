@@ -154,6 +154,8 @@ class CancelChild(_Message):
     type: Literal["CancelChild"] = "CancelChild"
     execution_id: str
     """The child's id."""
+    parent_execution_id: str
+    """Only the child of this parent is cancelled."""
     reason: str = ""
 
 

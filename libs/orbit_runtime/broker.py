@@ -39,8 +39,13 @@ log = logging.getLogger("orbit.broker")
 _PERSISTENT = aio_pika.DeliveryMode.PERSISTENT
 _TRANSIENT = aio_pika.DeliveryMode.NOT_PERSISTENT
 
-DELIVERY_LIMIT = 5
-"""Deliveries of one message before it is dead-lettered."""
+DELIVERY_LIMIT = 20
+"""Deliveries of one message before it is dead-lettered. Generous, because giving
+a message back on a graceful stop counts as a delivery too; a message that fails
+on its own merits is parked by the consumer well before (see :func:`give_back`)."""
+
+PARK_AFTER = 5
+"""Deliveries after which a consumer parks a message whose handling keeps failing."""
 
 
 @dataclass(frozen=True)
@@ -245,7 +250,7 @@ async def park(message: AbstractIncomingMessage, reason: str) -> None:
 
 async def give_back(message: AbstractIncomingMessage, error: BaseException) -> None:
     """Requeue a message that failed for now; past the delivery limit it is parked."""
-    if delivery_count(message) + 1 >= DELIVERY_LIMIT:
-        await park(message, f"failed {DELIVERY_LIMIT} times, last with {error!r}")
+    if delivery_count(message) + 1 >= PARK_AFTER:
+        await park(message, f"failed {PARK_AFTER} times, last with {error!r}")
     else:
         await message.nack(requeue=True)

@@ -19,6 +19,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from orbit_model.decider import decide_until_stable, unit_call
 from orbit_model.errors import OrbitError
@@ -42,6 +43,7 @@ from orbit_model.messages import (
     Wake,
     encode,
 )
+from orbit_model.payloads import payload_problem
 from orbit_model.state import ExecutionState, evolve, replay
 from orbit_runtime.broker import Topology
 from orbit_runtime.settings import Settings
@@ -52,6 +54,7 @@ log = logging.getLogger("orbit.decider")
 HTTP_CONTRACT_VERSION = "1"
 ADAPTER_DISABLED = "ADAPTER_DISABLED"
 CHILD_FAILED = "CHILD_FAILED"
+CHILD_ID_TAKEN = "CHILD_ID_TAKEN"
 _MAX_CONFLICT_RETRIES = 5
 _UNSAFE_ID_CHARACTERS = re.compile(r"[^A-Za-z0-9\-_.:]")
 
@@ -238,12 +241,17 @@ class Deciding:
     ) -> list[Event]:
         try:
             if isinstance(item, TaskResult):
-                return accept_result(state, ir, item.token, output=item.output, error=item.error)
+                output, error = self._storable_result(item)
+                return accept_result(state, ir, item.token, output=output, error=error)
             if isinstance(item, TimerDue):
                 return accept_timer(state, item.key, max(now, item.due_at or 0))
             if isinstance(item, DeliveryLost):
                 return accept_lost_delivery(state, item.token, item.reason)
-            if isinstance(item, CancelChild) and not state.terminal:
+            if (
+                isinstance(item, CancelChild)
+                and not state.terminal
+                and state.parent_execution_id == item.parent_execution_id
+            ):
                 return accept_cancel(state, item.reason)
         except OrbitError as error:
             log.warning(
@@ -252,6 +260,24 @@ class Deciding:
                 extra={"action": "input.refused", "execution_id": state.execution_id},
             )
         return []  # Wake and StartChild: nothing to accept, only to decide
+
+    def _storable_result(self, result: TaskResult) -> tuple[Any, TaskFailure | None]:
+        """The result as it can be stored: one that cannot is a failed attempt instead."""
+        if result.error is not None:
+            problem = payload_problem(result.error.model_dump(mode="json"))
+            if problem is None:
+                return None, result.error
+            return None, TaskFailure(
+                code=result.error.code.replace("\x00", ""),
+                message=f"the worker's error could not be stored: it {problem}",
+                retryable=result.error.retryable,
+            )
+        problem = payload_problem(result.output, self.settings.max_payload_bytes)
+        if problem is None:
+            return result.output, None
+        too_large = problem.endswith("(ORBIT_MAX_PAYLOAD_BYTES)")
+        code = "PAYLOAD_TOO_LARGE" if too_large else "INVALID_OUTPUT"
+        return None, TaskFailure(code=code, message=f"the output {problem}", retryable=False)
 
     def _decide(
         self, state: ExecutionState, ir: WorkflowIR, now: int
@@ -281,8 +307,8 @@ class Deciding:
             if isinstance(event, StepDispatched) and unit_call(ir, event.unit)[1].task == HTTP_TASK:
                 failure = TaskFailure(
                     code=ADAPTER_DISABLED,
-                    message="http steps need the HTTP adapter: set ORBIT_HTTP_ADAPTER_ENABLED=true"
-                    " and run `orbit service http-adapter`",
+                    message="http steps need the HTTP adapter, which is disabled"
+                    " (ORBIT_HTTP_ADAPTER_ENABLED is false)",
                     retryable=False,
                 )
                 refused.append((event, failure))
@@ -344,7 +370,9 @@ class Deciding:
         child_id = child_execution_id(state.execution_id, unit)
         reason = f"its parent {state.execution_id} is stopping"
         route = self.topology.decider_route(child_id)
-        cancel = CancelChild(execution_id=child_id, reason=reason)
+        cancel = CancelChild(
+            execution_id=child_id, parent_execution_id=state.execution_id, reason=reason
+        )
         return OutboxMessage(route.exchange, route.routing_key, encode(cancel))
 
     def _child_outcome(self, state: ExecutionState) -> OutboxMessage:
@@ -377,6 +405,18 @@ class Deciding:
     ) -> tuple[ExecutionState, list[Event], list[OutboxMessage]]:
         """Create the child unless it exists; a child that already ended answers again."""
         if state.last_seq > 0:
+            if (state.parent_execution_id, state.parent) != (
+                start.parent_execution_id,
+                start.parent,
+            ):
+                # Ids are chosen by users too: an execution that is not this parent's
+                # child is never taken for it, answered for it, or cancelled by it.
+                failure = TaskFailure(
+                    code=CHILD_ID_TAKEN,
+                    message=f"the child id {start.execution_id} is taken by another execution",
+                    retryable=False,
+                )
+                return state, [], [self._result_to_parent(start, failure)]
             if state.terminal:
                 answered = state.model_copy(update={"parent_token": start.parent_token})
                 return state, [], [self._child_outcome(answered)]

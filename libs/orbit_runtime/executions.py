@@ -14,7 +14,6 @@ write folds in the new events, checks again and retries.
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import uuid
 from collections.abc import Callable
@@ -34,6 +33,7 @@ from orbit_model.messages import (
     Wake,
     encode,
 )
+from orbit_model.payloads import payload_problem, payload_size
 from orbit_model.queries import evaluate_query
 from orbit_model.state import TERMINAL, ExecutionState, evolve, replay
 from orbit_runtime.broker import Topology
@@ -351,10 +351,13 @@ class Executions:
         )
 
     def _check_payload(self, what: str, value: Json) -> None:
+        problem = payload_problem(value)
+        if problem is not None:
+            raise OrbitError(ErrorCode.INVALID_REQUEST, f"{what} {problem}")
         limit = self.settings.max_payload_bytes
         if limit is None:
             return
-        size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+        size = payload_size(value)
         if size > limit:
             raise OrbitError(
                 ErrorCode.PAYLOAD_TOO_LARGE,

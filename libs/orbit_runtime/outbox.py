@@ -58,7 +58,12 @@ class OutboxRelay:
                 extra={"action": "outbox.publish_failed", "count": len(messages)},
             )
             return
-        await self.store.delete_outbox(ids)
+        try:
+            await self.store.delete_outbox(ids)
+        except Exception as error:
+            # Published already; the sweep will publish them once more (consumers are
+            # idempotent) and delete them.
+            log.warning("outbox delete failed: %r", error, extra={"action": "outbox.delete_failed"})
 
     async def sweep_once(self, limit: int = 500) -> int:
         """Publish rows left behind by writers that did not; how many."""
@@ -66,16 +71,34 @@ class OutboxRelay:
             rows = await connection.fetch(sql.TAKE_STALE_OUTBOX, self.grace_seconds, limit)
             if not rows:
                 return 0
-            await self.publisher.publish_many(
-                (row["exchange"], row["routing_key"], bytes(row["body"])) for row in rows
+            # One by one (still pipelined): a row that cannot be published must not
+            # hold back, or make us publish again and again, the rows that can.
+            outcomes = await asyncio.gather(
+                *(
+                    self.publisher.publish(row["exchange"], row["routing_key"], bytes(row["body"]))
+                    for row in rows
+                ),
+                return_exceptions=True,
             )
-            await connection.execute(sql.DELETE_OUTBOX, [row["id"] for row in rows])
+            published = [
+                row["id"] for row, outcome in zip(rows, outcomes, strict=True) if outcome is None
+            ]
+            for row, outcome in zip(rows, outcomes, strict=True):
+                if isinstance(outcome, BaseException):
+                    log.error(
+                        "outbox message %d to %s cannot be published: %r",
+                        row["id"],
+                        row["exchange"],
+                        outcome,
+                        extra={"action": "outbox.stuck", "routing_key": row["routing_key"]},
+                    )
+            await connection.execute(sql.DELETE_OUTBOX, published)
         log.info(
             "relayed %d outbox messages left behind",
-            len(rows),
-            extra={"action": "outbox.swept", "count": len(rows)},
+            len(published),
+            extra={"action": "outbox.swept", "count": len(published)},
         )
-        return len(rows)
+        return len(published)
 
     async def run_sweeper(self) -> None:
         """Sweep forever, every ``sweep_interval`` seconds (until cancelled)."""

@@ -42,12 +42,19 @@ INSERT INTO history (execution_id, seq, type, data)
 SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[]::jsonb[])
 """
 
+# An execution may end in the batch that creates it (a child whose steps are
+# all skipped): its outcome is written here as well.
 INSERT_EXECUTIONS = """
 INSERT INTO executions
-    (execution_id, workflow, version, definition_hash, status, parent, input, last_seq)
-SELECT * FROM unnest(
+    (execution_id, workflow, version, definition_hash, status, parent, input, last_seq,
+     output, error, closed_at)
+SELECT u.execution_id, u.workflow, u.version, u.definition_hash, u.status, u.parent, u.input,
+       u.last_seq, u.output, u.error, CASE WHEN u.closed THEN now() END
+FROM unnest(
     $1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-    $7::text[]::jsonb[], $8::bigint[])
+    $7::text[]::jsonb[], $8::bigint[], $9::text[]::jsonb[], $10::text[]::jsonb[], $11::bool[])
+    AS u(execution_id, workflow, version, definition_hash, status, parent, input, last_seq,
+         output, error, closed)
 """
 
 UPDATE_EXECUTIONS = """

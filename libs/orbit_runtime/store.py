@@ -327,6 +327,9 @@ def _new_execution_columns(appends: Sequence[Append]) -> tuple[list[Any], ...]:
         [s.parent for s in states],
         [_json_or_none(s.input) for s in states],
         [a.expected_seq + len(a.events) for a in appends],
+        [_json_or_none(s.output) for s in states],
+        [None if s.error is None else s.error.model_dump_json() for s in states],
+        [s.terminal for s in states],
     )
 
 

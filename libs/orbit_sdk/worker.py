@@ -284,7 +284,9 @@ class Worker:
         await asyncio.shield(pending.task)
 
     async def _send_heartbeat(self) -> None:
-        if self._session is None or self._stopping:
+        # Heartbeats go on while a stopping worker lets its tasks finish: a silent
+        # session would expire and its tasks would run a second time elsewhere.
+        if self._session is None:
             return
         inflight = [
             InflightTask(execution_id=r.assignment.execution_id, token=token)

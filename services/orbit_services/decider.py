@@ -3,10 +3,12 @@
 Messages are collected as they arrive (up to ``ORBIT_DECIDER_BATCH_SIZE``),
 decided together and committed in one transaction, then acked; the outbox
 rows of the batch are published right after. A message that is not a
-decider input is parked at once. If a batch fails for another reason, each
-execution's inputs are tried alone, so one bad input cannot hold up the
-others; those that still fail go back to the queue, and past the delivery
-limit to the dead-letter queue.
+decider input is parked at once. While Postgres or RabbitMQ is away,
+a batch is held and retried with backoff, so an outage never uses up an
+input's deliveries. If a batch fails for another reason, each execution's
+inputs are tried alone, so one bad input cannot hold up the others; those
+that still fail go back to the queue, and past the delivery limit to the
+dead-letter queue.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
+import aio_pika
+import asyncpg
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
 
 from orbit_model.messages import DeciderInput, MalformedMessage, decode_decider_input
@@ -28,12 +32,30 @@ from orbit_runtime.broker import (
     open_channel,
     park,
 )
-from orbit_runtime.deciding import Deciding
+from orbit_runtime.deciding import Committed, Deciding
 from orbit_runtime.outbox import OutboxRelay
 from orbit_runtime.settings import Settings
-from orbit_runtime.store import EventStore
+from orbit_runtime.store import AppendConflict, EventStore
 
 log = logging.getLogger("orbit.decider")
+
+
+# Postgres or RabbitMQ away for a while, or a race lost too often: try again later.
+TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresConnectionError,
+    asyncpg.InterfaceError,
+    asyncpg.CannotConnectNowError,
+    asyncpg.TooManyConnectionsError,
+    asyncpg.AdminShutdownError,
+    aio_pika.exceptions.AMQPError,
+    AppendConflict,
+)
+
+
+class _Stopping(Exception):
+    """The service stops while a batch waits to be retried."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +77,7 @@ class DeciderService:
         self._store: EventStore | None = None
         self._deciding: Deciding | None = None
         self._relay: OutboxRelay | None = None
+        self._stopping = False
         self._busy = asyncio.Lock()
         """Held while a batch is decided and committed: stop() waits for it."""
         self.batches = 0
@@ -95,42 +118,43 @@ class DeciderService:
             async with self._busy:
                 while len(batch) < self.settings.decider_batch_size and not self._inbox.empty():
                     batch.append(self._inbox.get_nowait())
-                await self._decide(batch)
+                try:
+                    await self._decide(batch)
+                except Exception:
+                    # A bug, not an input: say so loudly, give the batch back, keep serving.
+                    log.exception("deciding a batch failed", extra={"action": "decide.crashed"})
+                    for received in batch:
+                        with contextlib.suppress(Exception):
+                            await received.message.nack(requeue=True)
 
     async def _decide(self, batch: list[_Received]) -> None:
-        assert self._deciding is not None
-        assert self._relay is not None
         try:
-            committed = await self._deciding.handle([received.input for received in batch])
+            committed = await self._handle(batch)
+        except _Stopping:
+            return  # left unacked: the broker hands them to the next decider
         except Exception as error:
-            if len(batch) == 1:
-                log.warning(
-                    "decision failed: %r",
-                    error,
-                    extra={
-                        "action": "decide.failed",
-                        "execution_id": batch[0].input.execution_id,
-                    },
-                )
-                await give_back(batch[0].message, error)
+            if len(batch) > 1:
+                await self._decide_alone(batch)
                 return
-            await self._decide_alone(batch)
+            log.warning(
+                "decision failed: %r",
+                error,
+                extra={"action": "decide.failed", "execution_id": batch[0].input.execution_id},
+            )
+            await give_back(batch[0].message, error)
             return
-        self.batches += 1
-        for received in batch:
-            await received.message.ack()
-        await self._relay.publish_committed(committed.outbox_ids, committed.messages)
+        await self._settle(batch, committed)
 
     async def _decide_alone(self, batch: list[_Received]) -> None:
         """Decide each execution of a failed batch on its own, to isolate the bad input."""
         by_execution: dict[str, list[_Received]] = {}
         for received in batch:
             by_execution.setdefault(received.input.execution_id, []).append(received)
-        assert self._deciding is not None
-        assert self._relay is not None
         for execution_id, group in by_execution.items():
             try:
-                committed = await self._deciding.handle([received.input for received in group])
+                committed = await self._handle(group)
+            except _Stopping:
+                return
             except Exception as error:
                 log.warning(
                     "decision failed: %r",
@@ -140,11 +164,50 @@ class DeciderService:
                 for received in group:
                     await give_back(received.message, error)
                 continue
-            for received in group:
+            await self._settle(group, committed)
+
+    async def _handle(self, batch: list[_Received]) -> Committed:
+        """Decide and commit; while Postgres is away or races go on, wait and try again.
+
+        Infrastructure trouble must not count against an input's delivery limit:
+        the messages stay unacked in our hands, and the batch is retried with
+        backoff until it commits or the service stops.
+
+        Raises:
+            _Stopping: The service is stopping; the batch was not committed.
+            Exception: Anything else is the input's fault (or a bug).
+        """
+        assert self._deciding is not None
+        delay = 0.05
+        while True:
+            try:
+                return await self._deciding.handle([received.input for received in batch])
+            except TRANSIENT_ERRORS as error:
+                if self._stopping:
+                    raise _Stopping from error
+                log.warning(
+                    "decision deferred for %.2f s: %r",
+                    delay,
+                    error,
+                    extra={"action": "decide.deferred", "count": len(batch)},
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def _settle(self, batch: list[_Received], committed: Committed) -> None:
+        """Ack what is now durable and publish the outbox of the batch."""
+        assert self._relay is not None
+        self.batches += 1
+        for received in batch:
+            try:
                 await received.message.ack()
-            await self._relay.publish_committed(committed.outbox_ids, committed.messages)
+            except Exception as error:
+                # Durable already: a redelivery of it is decided again and changes nothing.
+                log.warning("ack failed: %r", error, extra={"action": "decide.ack_failed"})
+        await self._relay.publish_committed(committed.outbox_ids, committed.messages)
 
     async def stop(self) -> None:
+        self._stopping = True
         for queue, tag in self._consumers:
             with contextlib.suppress(Exception):
                 await queue.cancel(tag)  # type: ignore[attr-defined]

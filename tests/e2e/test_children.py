@@ -96,3 +96,17 @@ async def test_children_succeed_fail_and_are_cancelled_with_their_parent(
         assert cancelled["steps"]["kid"]["status"] == "cancelled"
         child = await client.wait("p-wait:kid", timeout=20)
         assert child["status"] == "cancelled"
+
+
+async def test_an_execution_that_took_the_child_id_is_left_alone(orbit_env: OrbitEnv) -> None:
+    async with running_stack(orbit_env.settings, [work, undo]) as stack:
+        client = stack.client
+        await client.deploy(PARENT, CHILD)
+        # Someone started an execution under the id the parent's child would get.
+        await client.start("child", {"mode": "wait"}, execution_id="p-x:kid")
+        await client.start("parent", {"mode": "ok"}, execution_id="p-x")
+        failed = await client.wait("p-x", timeout=20)
+        assert failed["status"] == "failed"
+        assert failed["steps"]["kid"]["error"]["code"] == "CHILD_ID_TAKEN"
+        squatter = await client.get("p-x:kid")
+        assert (squatter["status"], squatter["parent"]) == ("running", None)

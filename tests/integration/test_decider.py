@@ -142,3 +142,15 @@ async def _acked(rig: Rig) -> bool:
         if queue.declaration_result.message_count:
             return False
     return True
+
+
+async def test_an_output_that_cannot_be_stored_fails_the_attempt(rig: Rig) -> None:
+    await rig.start(HELLO, "e-7", {})
+    task = await rig.next_dispatch()
+    await rig.send(TaskResult(execution_id="e-7", token=task.token, output={"greeting": "a\x00b"}))
+    state = await eventually(lambda: rig.state("e-7"), lambda s: s.unit("greet").error)
+    error = state.unit("greet").error
+    assert error is not None
+    assert (error.code, error.retryable) == ("INVALID_OUTPUT", False)
+    assert "NUL character at $.greeting" in error.message
+    assert state.status == "failed"

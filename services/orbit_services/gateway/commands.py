@@ -66,6 +66,9 @@ class CommandIntake:
         try:
             command = decode_command(message.body)
         except MalformedMessage as error:
+            # A client waiting for a reply is told, rather than left to its timeout.
+            refusal = ErrorBody(code=error.code.value, message=error.message)
+            await self._reply(message, CommandReply(ok=False, error=refusal))
             await park(message, error.message)
             return
         try:

@@ -1,0 +1,51 @@
+"""What a payload (an input, a result, a signal) must be for Orbit to store it.
+
+JSON data that Postgres ``jsonb`` cannot hold is refused before anything is
+stored: strings with the NUL character, and the non-finite numbers NaN and
+Infinity (which JSON has no words for). A size limit, when one is set,
+counts the bytes of the compact JSON text.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+
+def payload_problem(value: Any, max_bytes: int | None = None) -> str | None:
+    """Why ``value`` cannot be stored, or None when it can."""
+    problem = _unstorable(value, "$")
+    if problem is not None:
+        return problem
+    if max_bytes is not None:
+        size = payload_size(value)
+        if size > max_bytes:
+            return f"is {size} bytes; the limit is {max_bytes} (ORBIT_MAX_PAYLOAD_BYTES)"
+    return None
+
+
+def payload_size(value: Any) -> int:
+    """Bytes of the compact JSON text of ``value``."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def _unstorable(value: Any, path: str) -> str | None:
+    # Iterative, so a deeply nested payload cannot exhaust the stack.
+    pending: list[tuple[Any, str]] = [(value, path)]
+    while pending:
+        item, where = pending.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                return f"holds the NUL character at {where}, which cannot be stored"
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return f"holds {item} at {where}; JSON numbers must be finite"
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                if isinstance(key, str) and "\x00" in key:
+                    return f"holds the NUL character in a key at {where}, which cannot be stored"
+                pending.append((inner, f"{where}.{key}"))
+        elif isinstance(item, list | tuple):
+            pending.extend((inner, f"{where}[{index}]") for index, inner in enumerate(item))
+    return None

@@ -1,0 +1,60 @@
+"""Payloads Orbit refuses to store: NUL characters, non-finite numbers, and too many bytes."""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from orbit_model.payloads import payload_problem, payload_size
+
+JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(alphabet=st.characters(blacklist_characters="\x00")),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(
+            st.text(alphabet=st.characters(blacklist_characters="\x00")), inner, max_size=4
+        )
+    ),
+    max_leaves=20,
+)
+
+
+@given(JSON)
+def test_ordinary_json_is_storable(value: object) -> None:
+    assert payload_problem(value) is None
+
+
+def test_nul_characters_are_refused_with_their_path() -> None:
+    assert payload_problem({"a": ["ok", "b\x00d"]}) == (
+        "holds the NUL character at $.a[1], which cannot be stored"
+    )
+    assert payload_problem({"k\x00": 1}) == (
+        "holds the NUL character in a key at $, which cannot be stored"
+    )
+
+
+def test_non_finite_numbers_are_refused() -> None:
+    assert payload_problem([1.0, math.nan]) == "holds nan at $[1]; JSON numbers must be finite"
+    assert payload_problem({"x": -math.inf}) == "holds -inf at $.x; JSON numbers must be finite"
+
+
+def test_the_size_limit_counts_compact_utf8_bytes() -> None:
+    value = {"name": "é" * 10}
+    assert payload_size(value) == len('{"name":""}') + 20
+    assert payload_problem(value, max_bytes=payload_size(value)) is None
+    assert payload_problem(value, max_bytes=10) == (
+        "is 31 bytes; the limit is 10 (ORBIT_MAX_PAYLOAD_BYTES)"
+    )
+
+
+def test_deep_nesting_does_not_exhaust_the_stack() -> None:
+    value: object = "x"
+    for _ in range(50_000):
+        value = [value]
+    assert payload_problem(value) is None
