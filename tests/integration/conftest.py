@@ -13,12 +13,14 @@ import hashlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import aio_pika
 import asyncpg
 import pytest
 
+from orbit_runtime import broker
 from orbit_runtime.broker import Topology
 from orbit_runtime.migrate import migrate, migrations
 from orbit_runtime.settings import Settings, load_settings
@@ -26,6 +28,20 @@ from orbit_runtime.settings import Settings, load_settings
 from .services import ServiceUrls, service_urls
 
 _TEMPLATE_LOCK = 0x0B17_7E57
+
+# Every queue the services in this process declare, so that each test can delete
+# its namespace's queues, task queues included, even those no session names.
+_DECLARED: set[str] = set()
+_declare_queue = broker.declare_queue
+
+
+async def _recording_declare_queue(*args: Any, **kwargs: Any) -> Any:
+    queue = await _declare_queue(*args, **kwargs)
+    _DECLARED.add(queue.name)
+    return queue
+
+
+broker.declare_queue = _recording_declare_queue  # type: ignore[assignment]
 
 
 def with_database(url: str, name: str) -> str:
@@ -159,6 +175,8 @@ async def orbit_env(urls: ServiceUrls, template_database: str) -> AsyncIterator[
     finally:
         try:
             task_queues = await _task_queues(settings.database_url, topology)
+            prefix = f"{topology.namespace}."
+            task_queues += [name for name in _DECLARED if name.startswith(prefix)]
             await _delete_namespace(urls.amqp, topology, task_queues)
         finally:
             await _drop(urls.database, database)
