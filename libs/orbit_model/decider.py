@@ -484,13 +484,17 @@ class _Round:
     def _dispatch(
         self, key: str, call: TaskCall, unit: UnitState, attempt: int, redelivery: bool = False
     ) -> StepDispatched:
-        timeout = call.timeouts.attempt_ms
+        timeouts = call.timeouts
+        heartbeat = timeouts.heartbeat_ms
         return StepDispatched(
             unit=key,
             attempt=attempt,
             token=f"{self.state.execution_id}:{key}:{len(unit.tokens) + 1}",
             redelivery=redelivery,
-            timeout_at=self.now + timeout if timeout else None,
+            timeout_at=self.now + timeouts.attempt_ms if timeouts.attempt_ms else None,
+            schedule_deadline_at=self.now + timeouts.schedule_ms if timeouts.schedule_ms else None,
+            heartbeat_timeout_ms=heartbeat,
+            heartbeat_check_at=self.now + heartbeat if heartbeat else None,
         )
 
     def _after_failed_attempt(

@@ -94,6 +94,25 @@ class StepDispatched(_Event):
     """The previous delivery of this attempt was lost; the worker may have run it."""
     timeout_at: int | None = None
     """Epoch ms by which the attempt's result must arrive (step ``timeout``)."""
+    schedule_deadline_at: int | None = None
+    """Epoch ms by which a worker must have taken it (``schedule_timeout``)."""
+    heartbeat_timeout_ms: int | None = None
+    """The longest gap allowed between its heartbeats (``heartbeat_timeout``)."""
+    heartbeat_check_at: int | None = None
+    """Epoch ms of the first look at its heartbeats (dispatch + ``heartbeat_timeout``)."""
+
+
+class AttemptAlive(_Event):
+    """The delivery was seen alive (held by a worker, or still queued) when its
+    schedule or heartbeat deadline came; the deadline moves on."""
+
+    type: Literal["AttemptAlive"] = "AttemptAlive"
+    unit: str
+    token: str
+    started: bool
+    """A worker holds it: the schedule deadline no longer applies."""
+    heartbeat_check_at: int | None = None
+    """When to look at its heartbeats next (None: no heartbeat timeout)."""
 
 
 class StepSucceeded(_Event):
@@ -225,6 +244,7 @@ Event = Annotated[
     | StepScheduled
     | StepFanOut
     | StepDispatched
+    | AttemptAlive
     | StepSucceeded
     | StepAttemptFailed
     | StepAttemptUncertain

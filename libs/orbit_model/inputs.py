@@ -14,6 +14,7 @@ from typing import Any
 from orbit_model.contracts import contract_for
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.events import (
+    AttemptAlive,
     CancelRequested,
     Event,
     SignalReceived,
@@ -152,8 +153,15 @@ def accept_cancel(state: ExecutionState, reason: str = "") -> list[Event]:
     return [CancelRequested(reason=reason)]
 
 
+LIVENESS_TIMERS = ("schedule", "heartbeat")
+"""Timer kinds that need to know whether a worker holds the delivery: see
+:func:`accept_liveness_check`."""
+
+
 def accept_timer(state: ExecutionState, key: str, now: int) -> list[Event]:
     """Fire a timer that is still wanted and due; a late or repeated firing adds nothing."""
+    if key.partition(":")[0] in LIVENESS_TIMERS:
+        return []
     due = state.timers.get(key)
     if due is None or due > now:
         return []
@@ -182,6 +190,61 @@ def accept_attempt_timeout(state: ExecutionState, token: str, code: ErrorCode) -
     what = "in the queue" if code is ErrorCode.SCHEDULE_TIMEOUT else "without a heartbeat"
     error = TaskFailure(code=code.value, message=f"the attempt waited too long {what}")
     return [StepAttemptFailed(unit=key, attempt=unit.attempt, error=error)]
+
+
+def accept_liveness_check(
+    state: ExecutionState, key: str, now: int, heartbeat_at: int | None
+) -> list[Event]:
+    """A schedule or heartbeat deadline of a delivery came: is the attempt alive?
+
+    Args:
+        state: The execution.
+        key: ``schedule:TOKEN`` or ``heartbeat:TOKEN``.
+        now: Epoch ms.
+        heartbeat_at: None if no worker holds the delivery; else when the task
+            last heartbeated (or started), as its worker reports it.
+
+    A delivery no worker took by its schedule deadline fails its attempt with
+    ``SCHEDULE_TIMEOUT``; one held but silent for longer than its heartbeat
+    timeout fails it with ``HEARTBEAT_TIMEOUT``. Otherwise the deadline moves
+    on (:class:`AttemptAlive`). A deadline not yet due, or no longer wanted,
+    adds nothing.
+    """
+    kind, _, token = key.partition(":")
+    due = state.timers.get(key)
+    if kind not in LIVENESS_TIMERS or due is None or due > now:
+        return []
+    unit_key = state.unit_of_token(token)
+    if unit_key is None:
+        return []
+    unit = state.unit(unit_key)
+    held = heartbeat_at is not None
+    if kind == "schedule":
+        if not held:
+            return accept_attempt_timeout(state, token, ErrorCode.SCHEDULE_TIMEOUT)
+        return [
+            AttemptAlive(
+                unit=unit_key, token=token, started=True, heartbeat_check_at=unit.heartbeat_check_at
+            )
+        ]
+    interval = unit.heartbeat_timeout_ms or 0
+    if heartbeat_at is None:
+        # Still queued: waiting for a worker is the schedule deadline's business.
+        return [
+            AttemptAlive(
+                unit=unit_key, token=token, started=False, heartbeat_check_at=now + interval
+            )
+        ]
+    if heartbeat_at + interval > now:
+        return [
+            AttemptAlive(
+                unit=unit_key,
+                token=token,
+                started=True,
+                heartbeat_check_at=heartbeat_at + interval,
+            )
+        ]
+    return accept_attempt_timeout(state, token, ErrorCode.HEARTBEAT_TIMEOUT)
 
 
 def _must_be_running(state: ExecutionState) -> None:

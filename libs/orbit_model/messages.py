@@ -243,6 +243,8 @@ class InflightTask(BaseModel):
 
     execution_id: str
     token: str
+    heartbeat_at: int | None = None
+    """Epoch ms the task started or last heartbeated (``ctx.heartbeat()``)."""
 
 
 class Heartbeat(_Message):

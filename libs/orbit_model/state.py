@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue
 
 from orbit_model.events import (
     AbortCause,
+    AttemptAlive,
     CancelRequested,
     CompensationOutcome,
     CompensationStarted,
@@ -98,6 +99,11 @@ class UnitState(_Frozen):
     """The unit's retry, sleep or await timer fired and is not yet acted on."""
     timed_out_token: str | None = None
     """The delivery whose attempt timeout fired and is not yet acted on."""
+    schedule_deadline_at: int | None = None
+    """When the delivery in flight must have been taken by a worker, until one has."""
+    heartbeat_timeout_ms: int | None = None
+    heartbeat_check_at: int | None = None
+    """When to look next at the heartbeats of the delivery in flight."""
     items: tuple[JsonValue, ...] | None = None
     """For a ``for`` step's own record: the elements it fans out to."""
     resolved_seq: int | None = None
@@ -177,6 +183,11 @@ class ExecutionState(_Frozen):
                 and unit.timed_out_token != unit.token
             ):
                 timers[f"timeout:{unit.token}"] = unit.timeout_at
+            if unit.status is UnitStatus.DISPATCHED and unit.token is not None:
+                if unit.schedule_deadline_at is not None:
+                    timers[f"schedule:{unit.token}"] = unit.schedule_deadline_at
+                if unit.heartbeat_check_at is not None:
+                    timers[f"heartbeat:{unit.token}"] = unit.heartbeat_check_at
         return timers
 
     def unit_of_token(self, token: str) -> str | None:
@@ -245,6 +256,19 @@ def _changes(state: ExecutionState, event: Event) -> dict[str, Any]:
                 due_at=None,
                 timer_fired=False,
                 timeout_at=event.timeout_at,
+                schedule_deadline_at=event.schedule_deadline_at,
+                heartbeat_timeout_ms=event.heartbeat_timeout_ms,
+                heartbeat_check_at=event.heartbeat_check_at,
+            )
+        case AttemptAlive():
+            unit = state.unit(event.unit)
+            if unit.token != event.token:
+                return {}
+            return _with_unit(
+                state,
+                event.unit,
+                schedule_deadline_at=None if event.started else unit.schedule_deadline_at,
+                heartbeat_check_at=event.heartbeat_check_at,
             )
         case StepSucceeded():
             changes = _with_unit(

@@ -25,7 +25,9 @@ from orbit_model.decider import decide_until_stable, unit_call
 from orbit_model.errors import OrbitError
 from orbit_model.events import Event, StepCancelled, StepDispatched, TaskFailure
 from orbit_model.inputs import (
+    LIVENESS_TIMERS,
     accept_cancel,
+    accept_liveness_check,
     accept_lost_delivery,
     accept_result,
     accept_timer,
@@ -46,6 +48,7 @@ from orbit_model.messages import (
 from orbit_model.payloads import payload_problem
 from orbit_model.state import ExecutionState, evolve, replay
 from orbit_runtime.broker import Topology
+from orbit_runtime.sessions import SessionRegistry
 from orbit_runtime.settings import Settings
 from orbit_runtime.store import Append, AppendConflict, EventStore, OutboxMessage
 
@@ -129,6 +132,7 @@ class Deciding:
         self.clock = clock
         self.states = _StateCache(cache_size)
         self._definitions: dict[str, WorkflowIR] = {}
+        self.sessions = SessionRegistry(store.pool)
 
     async def handle(self, inputs: Sequence[DeciderInput]) -> Committed:
         """Decide on ``inputs`` and commit the outcome; retried on conflicts.
@@ -212,8 +216,13 @@ class Deciding:
                 extra={"action": "input.unknown_definition", "execution_id": execution_id},
             )
             return None
+        # Schedule and heartbeat deadlines are judged on who holds the delivery now.
+        held: dict[str, int | None] = {}
         for item in items:
-            for event in self._accept(state, ir, item, now):
+            if isinstance(item, TimerDue) and item.key.partition(":")[0] in LIVENESS_TIMERS:
+                held[item.key] = await self.sessions.heartbeat_of(item.key.partition(":")[2])
+        for item in items:
+            for event in self._accept(state, ir, item, now, held):
                 state = evolve(state, event)
                 events.append(event)
         state, decided = self._decide(state, ir, now)
@@ -237,14 +246,22 @@ class Deciding:
         )
 
     def _accept(
-        self, state: ExecutionState, ir: WorkflowIR, item: DeciderInput, now: int
+        self,
+        state: ExecutionState,
+        ir: WorkflowIR,
+        item: DeciderInput,
+        now: int,
+        held: dict[str, int | None],
     ) -> list[Event]:
         try:
             if isinstance(item, TaskResult):
                 output, error = self._storable_result(item)
                 return accept_result(state, ir, item.token, output=output, error=error)
             if isinstance(item, TimerDue):
-                return accept_timer(state, item.key, max(now, item.due_at or 0))
+                at = max(now, item.due_at or 0)
+                if item.key in held:
+                    return accept_liveness_check(state, item.key, at, held[item.key])
+                return accept_timer(state, item.key, at)
             if isinstance(item, DeliveryLost):
                 return accept_lost_delivery(state, item.token, item.reason)
             if (

@@ -130,6 +130,12 @@ class SessionRegistry:
                 await report(lost)
         return len(rows)
 
+    async def heartbeat_of(self, token: str) -> int | None:
+        """When the task of delivery ``token`` last heartbeated (epoch ms); None if no
+        worker holds it."""
+        value = await self.pool.fetchval(sql.DELIVERY_HEARTBEAT, token)
+        return None if value is None else int(value)
+
     async def sessions(self) -> list[WorkerSession]:
         """Open sessions and those closed within the last hour, by worker."""
         rows = await self.pool.fetch(sql.LIST_SESSIONS)

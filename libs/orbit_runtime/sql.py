@@ -178,6 +178,15 @@ SELECT inflight::text AS inflight FROM worker_sessions
 WHERE session_id = $1 AND closed_at IS NULL
 """
 
+# When the task of a delivery last heartbeated, per the open session holding it
+# (its worker's report, else the session's last heartbeat); no row: nobody holds it.
+DELIVERY_HEARTBEAT = """
+SELECT max(coalesce((t->>'heartbeat_at')::bigint,
+                    (extract(epoch FROM s.last_seen) * 1000)::bigint)) AS heartbeat_at
+FROM worker_sessions AS s, jsonb_array_elements(s.inflight) AS t
+WHERE s.closed_at IS NULL AND t->>'token' = $1
+"""
+
 # Sessions silent for longer than the session timeout are lost. The row lock
 # of the UPDATE means two liveness replicas never expire one session twice.
 EXPIRE_SESSIONS = """

@@ -16,6 +16,7 @@ import importlib.metadata
 import logging
 import os
 import socket
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +71,9 @@ class _Running:
     assignment: TaskAssignment
     context: TaskContext
     run: asyncio.Task[TaskOutcome] | None = None
+    heartbeat_at: int = 0
+    """Epoch ms the task started or last called ``ctx.heartbeat()``: what
+    ``heartbeat_timeout`` is judged on."""
     abandoned: bool = False
     """Set when stopping gave up waiting: the task goes back to its queue."""
 
@@ -78,6 +82,10 @@ class _Running:
 class _PendingHeartbeat:
     task: asyncio.Task[None]
     tokens: frozenset[str] = field(default_factory=frozenset)
+
+
+def _epoch_ms() -> int:
+    return int(time.time() * 1000)
 
 
 async def _settle(outcome: Awaitable[object]) -> None:
@@ -289,7 +297,9 @@ class Worker:
         if self._session is None:
             return
         inflight = [
-            InflightTask(execution_id=r.assignment.execution_id, token=token)
+            InflightTask(
+                execution_id=r.assignment.execution_id, token=token, heartbeat_at=r.heartbeat_at
+            )
             for token, r in self._running.items()
         ]
         try:
@@ -354,6 +364,7 @@ class Worker:
         token = assignment.token
 
         async def heartbeat() -> None:
+            running.heartbeat_at = _epoch_ms()
             await self._heartbeat(token)
 
         context = TaskContext(
@@ -367,7 +378,7 @@ class Worker:
             workflow=assignment.workflow,
             _send_heartbeat=heartbeat,
         )
-        running = _Running(assignment, context)
+        running = _Running(assignment, context, heartbeat_at=_epoch_ms())
         self._running[token] = running
         try:
             running.run = asyncio.create_task(definition.run(assignment.input, context))

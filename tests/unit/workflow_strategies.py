@@ -14,6 +14,8 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
+from orbit_model.yaml_source import load_yaml
+
 
 @dataclass(frozen=True)
 class Duration:
@@ -153,9 +155,10 @@ def to_yaml(workflow: dict[str, Any], rnd: random.Random) -> str:
         pass
 
     def text(dumper: yaml.SafeDumper, value: str) -> yaml.Node:
-        return dumper.represent_scalar(
-            "tag:yaml.org,2002:str", value, style=rnd.choice([None, "'", '"'])
-        )
+        style = rnd.choice([None, "'", '"'])
+        if style is None and not _plain_is_text(value):
+            style = "'"  # PyYAML writes YAML 1.1; a plain 0E0 is a number in 1.2
+        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
 
     def mapping(dumper: yaml.SafeDumper, value: dict[str, Any]) -> yaml.Node:
         return dumper.represent_mapping(
@@ -184,6 +187,14 @@ def to_yaml(workflow: dict[str, Any], rnd: random.Random) -> str:
             rnd.randint(0, len(lines)), "# " + rnd.choice(["a comment", "steps: [x]", "#"])
         )
     return "\n".join(lines) + "\n"
+
+
+def _plain_is_text(value: str) -> bool:
+    """Whether ``value`` written plain reads back, in Orbit's YAML 1.2, as this string."""
+    try:
+        return load_yaml(f"k: {value}\n", "probe").data == {"k": value}
+    except Exception:
+        return False
 
 
 def _restyle(value: Any, rnd: random.Random) -> Any:

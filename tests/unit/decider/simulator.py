@@ -19,8 +19,10 @@ from orbit_model.decider import Limits, decide, decide_until_stable
 from orbit_model.errors import ErrorCode
 from orbit_model.events import Event, StepDispatched, TaskFailure
 from orbit_model.inputs import (
+    LIVENESS_TIMERS,
     accept_attempt_timeout,
     accept_cancel,
+    accept_liveness_check,
     accept_lost_delivery,
     accept_result,
     accept_signal,
@@ -186,7 +188,14 @@ class Simulator:
             return False
         key, due = min(timers.items(), key=lambda item: (item[1], item[0]))
         self.now = max(self.now, due)
-        self.append(accept_timer(self.state, key, self.now))
+        kind, _, token = key.partition(":")
+        if kind in LIVENESS_TIMERS:
+            # Workers here take deliveries at once; a hung one never heartbeats again.
+            hung = getattr(self, "_hung", set())
+            heartbeat_at = 0 if token in hung else self.now
+            self.append(accept_liveness_check(self.state, key, self.now, heartbeat_at))
+        else:
+            self.append(accept_timer(self.state, key, self.now))
         self.settle()
         return True
 
