@@ -60,6 +60,13 @@ class WorkflowCreated(_Event):
     """For a child workflow: the delivery token of the parent step it answers."""
 
 
+class ParentReattached(_Event):
+    """A child's parent retried the step that started it: answer this delivery now."""
+
+    type: Literal["ParentReattached"] = "ParentReattached"
+    parent_token: str
+
+
 class WorkflowStarted(_Event):
     type: Literal["WorkflowStarted"] = "WorkflowStarted"
     deadline_at: int | None = None
@@ -241,6 +248,7 @@ class WorkflowTimedOut(_Event):
 Event = Annotated[
     WorkflowCreated
     | WorkflowStarted
+    | ParentReattached
     | StepScheduled
     | StepFanOut
     | StepDispatched

@@ -20,6 +20,7 @@ from orbit_model.events import (
     CompensationStarted,
     Event,
     LimitExceeded,
+    ParentReattached,
     RetryScheduled,
     SignalReceived,
     StaleResultIgnored,
@@ -260,6 +261,8 @@ def _changes(state: ExecutionState, event: Event) -> dict[str, Any]:
                 heartbeat_timeout_ms=event.heartbeat_timeout_ms,
                 heartbeat_check_at=event.heartbeat_check_at,
             )
+        case ParentReattached():
+            return {"parent_token": event.parent_token}
         case AttemptAlive():
             unit = state.unit(event.unit)
             if unit.token != event.token:

@@ -23,7 +23,13 @@ from typing import Any
 
 from orbit_model.decider import decide_until_stable, unit_call
 from orbit_model.errors import OrbitError
-from orbit_model.events import Event, StepCancelled, StepDispatched, TaskFailure
+from orbit_model.events import (
+    Event,
+    ParentReattached,
+    StepCancelled,
+    StepDispatched,
+    TaskFailure,
+)
 from orbit_model.inputs import (
     LIVENESS_TIMERS,
     accept_cancel,
@@ -437,6 +443,10 @@ class Deciding:
             if state.terminal:
                 answered = state.model_copy(update={"parent_token": start.parent_token})
                 return state, [], [self._child_outcome(answered)]
+            if state.parent_token != start.parent_token:
+                # The parent retried its step: the child's outcome goes to the new delivery.
+                reattached = ParentReattached(parent_token=start.parent_token)
+                return evolve(state, reattached), [reattached], []
             return state, [], []
         ir = await self._definition(start.definition_hash)
         if ir is None:

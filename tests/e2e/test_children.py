@@ -110,3 +110,40 @@ async def test_an_execution_that_took_the_child_id_is_left_alone(orbit_env: Orbi
         assert failed["steps"]["kid"]["error"]["code"] == "CHILD_ID_TAKEN"
         squatter = await client.get("p-x:kid")
         assert (squatter["status"], squatter["parent"]) == ("running", None)
+
+
+SLOW_CHILD = """
+orbit: 1
+workflow: slow-child
+version: 1.0.0
+steps:
+  - id: nap
+    sleep: 1500ms
+output: {slept: true}
+"""
+
+IMPATIENT = """
+orbit: 1
+workflow: impatient
+version: 1.0.0
+steps:
+  - id: kid
+    workflow: slow-child@1.0.0
+    timeout: 1s          # the child needs 1.5 s: the first attempt times out
+    retry: {max_attempts: 2, initial_interval: 100ms}
+output: ${ steps.kid.output }
+"""
+
+
+async def test_a_retried_child_step_waits_for_the_same_child(orbit_env: OrbitEnv) -> None:
+    async with running_stack(orbit_env.settings) as stack:
+        client = stack.client
+        await client.deploy(IMPATIENT, SLOW_CHILD)
+        await client.start("impatient", None, execution_id="i-1")
+        done = await client.wait("i-1", timeout=20)
+        assert done["status"] == "completed"
+        assert done["output"] == {"slept": True}
+        assert done["steps"]["kid"]["attempt"] == 2
+        child = await client.history("i-1:kid")
+        assert [e["type"] for e in child].count("WorkflowCreated") == 1
+        assert "ParentReattached" in [e["type"] for e in child]
