@@ -178,3 +178,10 @@ def _progress(line: str) -> None:
 def main() -> None:
     """Entry point of the ``orbit`` console script."""
     app()
+
+
+# The client commands live in their own module; registered here, after the app exists,
+# because they only need the app (cli_client does not import this module).
+from orbit_sdk import cli_client  # noqa: E402
+
+cli_client.register(app)
