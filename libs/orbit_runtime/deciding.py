@@ -330,8 +330,9 @@ class Deciding:
             if isinstance(event, StepDispatched) and unit_call(ir, event.unit)[1].task == HTTP_TASK:
                 failure = TaskFailure(
                     code=ADAPTER_DISABLED,
-                    message="http steps need the HTTP adapter, which is disabled"
-                    " (ORBIT_HTTP_ADAPTER_ENABLED is false)",
+                    message="http steps need the HTTP adapter, which is disabled: set"
+                    " ORBIT_HTTP_ADAPTER_ENABLED=true for the decider and run the adapter"
+                    " (orbit service http-adapter; orbit dev runs it)",
                     retryable=False,
                 )
                 refused.append((event, failure))

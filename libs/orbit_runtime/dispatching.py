@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from aio_pika.abc import AbstractChannel
 
 from orbit_model.errors import ErrorCode, OrbitError
-from orbit_model.ir import WORKFLOW_TASK_PREFIX
+from orbit_model.ir import HTTP_TASK, WORKFLOW_TASK_PREFIX
 from orbit_model.messages import (
     ContractAnnouncement,
     ControlError,
@@ -44,6 +44,7 @@ from orbit_model.names import CONTRACT_VERSION, RESERVED_TASK_PREFIX, TASK_NAME,
 from orbit_model.state import ExecutionState, UnitStatus, replay
 from orbit_model.units import parse_unit
 from orbit_runtime.broker import Topology, declare_task_queue
+from orbit_runtime.deciding import HTTP_CONTRACT_VERSION
 from orbit_runtime.sessions import SessionRegistry
 from orbit_runtime.store import EventStore
 
@@ -51,6 +52,11 @@ log = logging.getLogger("orbit.dispatcher")
 
 UNREGISTERED = "worker unregistered"
 """The reason given to the decider for tasks an unregistering worker still held."""
+
+BUILTIN_RUNTIME = "orbit"
+"""The ``runtime`` Orbit's own workers (the HTTP adapter) register with."""
+BUILTIN_CONTRACTS = frozenset({(HTTP_TASK, HTTP_CONTRACT_VERSION)})
+"""The built-in tasks a worker of :data:`BUILTIN_RUNTIME` may serve."""
 
 
 # -- dispatch -----------------------------------------------------------------
@@ -118,7 +124,8 @@ def check_registration(request: RegisterWorker) -> None:
     Raises:
         OrbitError: ``INVALID_REQUEST`` without a worker id, contracts or with a
             malformed name or version; ``RESERVED_TASK`` for a child-workflow
-            contract (``workflow:…``) or a built-in task (``orbit.…``).
+            contract (``workflow:…``) or a built-in task (``orbit.…``), except
+            :data:`BUILTIN_CONTRACTS` for a worker of runtime ``orbit``.
     """
     if not request.worker_id.strip():
         raise OrbitError(ErrorCode.INVALID_REQUEST, "worker_id is required")
@@ -133,7 +140,10 @@ def check_registration(request: RegisterWorker) -> None:
                 ErrorCode.RESERVED_TASK,
                 f"'{name}' is how a workflow calls a child workflow; no worker can serve it",
             )
-        if name.startswith(RESERVED_TASK_PREFIX):
+        builtin = (name, contract.version) in BUILTIN_CONTRACTS
+        if name.startswith(RESERVED_TASK_PREFIX) and not (
+            builtin and request.runtime == BUILTIN_RUNTIME
+        ):
             raise OrbitError(
                 ErrorCode.RESERVED_TASK,
                 f"'{name}' is reserved for Orbit's built-in tasks ({RESERVED_TASK_PREFIX}*)",

@@ -6,10 +6,13 @@ start with a message that names the variable, never a traceback.
 
 from __future__ import annotations
 
+from typing import Annotated, Any
+
 from pydantic import Field, ValidationError, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from orbit_model.decider import Limits
+from orbit_runtime.http_guard import AllowList
 
 
 class SettingsError(Exception):
@@ -30,6 +33,21 @@ class Settings(BaseSettings):
     session_timeout_ms: int = Field(30_000, ge=100)
     heartbeat_interval_ms: int = Field(5_000, ge=10)
     http_adapter_enabled: bool = False
+    http_allow_hosts: Annotated[tuple[str, ...], NoDecode] = ()
+    """Destinations the HTTP adapter may reach although they are not public: a
+    comma-separated list of host names (``*.corp.example`` for subdomains),
+    addresses and CIDR networks (``api.internal,10.1.0.0/16,127.0.0.1``).
+    Empty: public addresses only (docs/http-steps.md)."""
+    http_max_response_bytes: int = Field(1_048_576, ge=1)
+    """Largest response body an http step reads (decoded); beyond it the step
+    fails with ``HTTP_RESPONSE_TOO_LARGE``."""
+    http_max_redirects: int = Field(10, ge=0, le=100)
+    """Redirects an http step follows; one more fails it with
+    ``HTTP_TOO_MANY_REDIRECTS``. 0: redirects are not followed."""
+    http_default_timeout_ms: int = Field(30_000, ge=1)
+    """The total time of a request whose http step sets no ``timeout``."""
+    http_adapter_concurrency: int = Field(64, ge=1, le=10_000)
+    """Requests one HTTP adapter makes at once."""
     max_active_executions: int | None = Field(None, ge=1)
     max_fan_out: int | None = Field(None, ge=1)
     max_history_events: int | None = Field(None, ge=10)
@@ -48,6 +66,19 @@ class Settings(BaseSettings):
         if not value.startswith(("postgresql://", "postgres://")):
             raise ValueError("must be a postgresql:// URL")
         return value
+
+    @field_validator("http_allow_hosts", mode="before")
+    @classmethod
+    def _allow_hosts(cls, value: Any) -> Any:
+        entries = value.split(",") if isinstance(value, str) else value
+        if isinstance(entries, list | tuple):
+            entries = tuple(str(entry).strip() for entry in entries if str(entry).strip())
+            AllowList.parse(entries)  # a bad entry stops the service, named
+        return entries
+
+    @property
+    def http_allow_list(self) -> AllowList:
+        return AllowList.parse(self.http_allow_hosts)
 
     @field_validator("amqp_url")
     @classmethod

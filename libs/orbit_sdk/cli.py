@@ -107,7 +107,8 @@ def service(
     names: Annotated[
         list[str],
         typer.Argument(
-            help="gateway, decider, dispatcher or timer (one or more).", show_default=False
+            help="gateway, decider, dispatcher, timer or http-adapter (one or more).",
+            show_default=False,
         ),
     ],
 ) -> None:

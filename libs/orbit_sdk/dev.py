@@ -47,7 +47,9 @@ async def run_dev(settings: Settings, say: Say, demo_dir: Path | None = None) ->
     """Migrate, run every service until SIGTERM/Ctrl-C; with ``demo_dir``, run the demo too."""
     applied = await migrate(settings.database_url, progress=say)
     say(f"database ready ({len(applied)} migrations applied now)")
-    services: list[Service] = build(START_ORDER, settings)
+    # The HTTP adapter only when it is enabled: otherwise http steps fail at once anyway.
+    names = [n for n in START_ORDER if n != "http-adapter" or settings.http_adapter_enabled]
+    services: list[Service] = build(names, settings)
     if demo_dir is not None:
         workers = load_module(demo_dir / "workers.py")
         services.append(Worker(workers.TASKS, worker_id="demo", settings=settings))

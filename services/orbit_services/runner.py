@@ -37,16 +37,24 @@ def _timer(settings: Settings) -> Service:
     return TimerService(settings)
 
 
+def _http_adapter(settings: Settings) -> Service:
+    from orbit_services.http_adapter import HttpAdapterService  # noqa: PLC0415
+
+    return HttpAdapterService(settings)
+
+
 # Imported on demand: a process running one service loads only what it needs.
 SERVICES: dict[str, Callable[[Settings], Service]] = {
     "gateway": _gateway,
     "decider": _decider,
     "dispatcher": _dispatcher,
     "timer": _timer,
+    "http-adapter": _http_adapter,
 }
 
-# The order `orbit dev` starts them in: consumers before the gateway lets clients in.
-START_ORDER = ("decider", "dispatcher", "timer", "gateway")
+# The order `orbit dev` starts them in: consumers before the gateway lets clients in;
+# the HTTP adapter registers with the dispatcher, so after it.
+START_ORDER = ("decider", "dispatcher", "timer", "http-adapter", "gateway")
 
 
 def build(names: Sequence[str], settings: Settings) -> list[Service]:

@@ -300,6 +300,20 @@ async def test_registrations_orbit_cannot_serve_are_refused(
     assert await harness.store.pool.fetchval("SELECT count(*) FROM worker_sessions") == 0
 
 
+async def test_orbit_s_own_runtime_registers_the_built_in_http_task(harness: Harness) -> None:
+    reply = await harness.control(
+        RegisterWorker(
+            worker_id="orbit-http-adapter-test",
+            runtime="orbit",
+            contracts=(ContractAnnouncement(task="orbit.http.request", version="1"),),
+        )
+    )
+    assert isinstance(reply, Registration), reply
+    queue = harness.topology.task_queue("orbit.http.request", "1")
+    assert reply.task_queues == {"orbit.http.request@1": queue}
+    assert await harness.ready_messages(queue) == 0
+
+
 async def test_unknown_sessions_are_refused(harness: Harness) -> None:
     for request in (Heartbeat(session_id="nope"), UnregisterWorker(session_id="nope")):
         reply = await harness.control(request)

@@ -67,9 +67,12 @@ def test_an_assignment_goes_to_the_queue_of_its_contract() -> None:
     )
 
 
-def _register(*contracts: tuple[str, str], worker_id: str = "w") -> RegisterWorker:
+def _register(
+    *contracts: tuple[str, str], worker_id: str = "w", runtime: str = "python"
+) -> RegisterWorker:
     return RegisterWorker(
         worker_id=worker_id,
+        runtime=runtime,
         contracts=tuple(ContractAnnouncement(task=t, version=v) for t, v in contracts),
     )
 
@@ -85,6 +88,18 @@ def test_a_good_registration_passes() -> None:
         (_register(), ErrorCode.INVALID_REQUEST, "at least one task contract"),
         (_register(("workflow:send-invoice", "1")), ErrorCode.RESERVED_TASK, "child workflow"),
         (_register(("orbit.http.request", "1")), ErrorCode.RESERVED_TASK, "built-in"),
+        # Orbit's own runtime may serve the built-in contracts, and nothing else reserved.
+        (
+            _register(("orbit.http.request", "2"), runtime="orbit"),
+            ErrorCode.RESERVED_TASK,
+            "built-in",
+        ),
+        (_register(("orbit.mine", "1"), runtime="orbit"), ErrorCode.RESERVED_TASK, "built-in"),
+        (
+            _register(("orbit.http.request", "1"), ("workflow:x", "1"), runtime="orbit"),
+            ErrorCode.RESERVED_TASK,
+            "child workflow",
+        ),
         (_register(("has space", "1")), ErrorCode.INVALID_REQUEST, "task name"),
         (_register(("ok", "no/slash")), ErrorCode.INVALID_REQUEST, "contract version"),
     ],
@@ -96,6 +111,11 @@ def test_registrations_that_cannot_be_served_are_refused(
         check_registration(request_)
     assert refused.value.code == code
     assert words in refused.value.message
+
+
+def test_orbit_s_own_adapter_may_serve_the_built_in_http_task() -> None:
+    check_registration(_register(("orbit.http.request", "1"), runtime="orbit"))
+    check_registration(_register(("orbit.http.request", "1"), ("echo", "1"), runtime="orbit"))
 
 
 def test_only_versions_no_workflow_uses_are_warned_about() -> None:
