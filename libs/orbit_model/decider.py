@@ -149,6 +149,25 @@ def unit_call(definition: WorkflowIR, key: str) -> tuple[CallStep, TaskCall]:
     return step, step.call
 
 
+_PENDING_UNIT = UnitState()
+
+
+def _idle(unit: UnitState) -> bool:
+    """A unit that cannot react now, told apart cheaply: most units of a large
+    execution are done, or wait on a worker or a timer, and a round looks at
+    every unit."""
+    status = unit.status
+    if status.resolved or status is UnitStatus.PENDING:
+        return True
+    if status is UnitStatus.DISPATCHED:
+        failed_attempt = unit.token is None and unit.error is not None
+        timed_out = unit.token is not None and unit.timed_out_token == unit.token
+        return not (failed_attempt or timed_out)
+    if status is UnitStatus.RETRY_WAIT:
+        return not unit.timer_fired
+    return False
+
+
 def step_views(state: ExecutionState, definition: WorkflowIR) -> dict[str, StepView]:
     """``steps.<id>`` as expressions see it (``finally`` steps under their own id)."""
     views: dict[str, StepView] = {}
@@ -416,7 +435,9 @@ class _Round:
         """
         events: list[Event] = []
         touched: set[str] = set()
-        for key in self.state.units:
+        for key, unit in self.state.units.items():
+            if _idle(unit):
+                continue
             reaction = list(self._react(key))
             units = {event.unit for event in reaction if hasattr(event, "unit")}
             if reaction and not units & touched:
@@ -537,8 +558,24 @@ class _Round:
 
     def _react_fan_out(self, key: str, step: CallStep, parent: UnitState) -> Iterator[Event]:
         items = parent.items or ()
-        elements = [self.state.unit(element_key(key, index)) for index in range(len(items))]
-        failed = next((e for e in elements if e.status is UnitStatus.FAILED), None)
+        units = self.state.units
+        # One pass over the elements: a round looks at a large fan-out every time.
+        elements: list[UnitState] = []
+        failed: UnitState | None = None
+        succeeded = in_flight = 0
+        pending: list[int] = []
+        for index in range(len(items)):
+            element = units.get(f"{key}[{index}]", _PENDING_UNIT)
+            elements.append(element)
+            status = element.status
+            if status is UnitStatus.SUCCEEDED:
+                succeeded += 1
+            elif status is UnitStatus.PENDING:
+                pending.append(index)
+            elif status is UnitStatus.FAILED and failed is None:
+                failed = element
+            elif status in ACTIVE:
+                in_flight += 1
         if failed is not None:
             error = failed.error or failure(ErrorCode.TIMEOUT, "an element failed")
             yield StepFailed(unit=key, error=error)
@@ -546,16 +583,11 @@ class _Round:
                 if element.status in ACTIVE:
                     yield StepCancelled(unit=element_key(key, index))
             return
-        if all(element.status is UnitStatus.SUCCEEDED for element in elements):
+        if succeeded == len(items):
             yield StepSucceeded(unit=key, output=[element.output for element in elements])
             return
-        in_flight = sum(1 for element in elements if element.status in ACTIVE)
         room = (step.concurrency or len(items)) - in_flight
-        for index, element in enumerate(elements):
-            if room <= 0:
-                break
-            if element.status is UnitStatus.PENDING:
-                yield from self._schedule_call(
-                    element_key(key, index), step.call, item=items[index], index=index
-                )
-                room -= 1
+        for index in pending[: max(room, 0)]:
+            yield from self._schedule_call(
+                element_key(key, index), step.call, item=items[index], index=index
+            )
