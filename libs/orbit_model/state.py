@@ -193,6 +193,13 @@ class ExecutionState(_Frozen):
 
     def unit_of_token(self, token: str) -> str | None:
         """The unit a delivery token was issued for."""
+        # Tokens are issued as EXECUTION_ID:UNIT:N: look there first, in O(1).
+        prefix = f"{self.execution_id}:"
+        if token.startswith(prefix):
+            key = token[len(prefix) :].rpartition(":")[0]
+            unit = self.units.get(key)
+            if unit is not None and token in unit.tokens:
+                return key
         for key, unit in self.units.items():
             if token in unit.tokens:
                 return key
