@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 PYTEST_WORKERS ?= auto
 
-.PHONY: install test lint format demo lock asyncapi clean
+.PHONY: install test lint format demo bench lock asyncapi clean
 
 install: $(VENV)/.installed
 
@@ -34,6 +34,12 @@ format: install
 # serving (gateway on :8080) until Ctrl-C.
 demo: install
 	$(BIN)/orbit dev --demo
+
+# The benchmark (bench/README.md): its own database and namespace, each service a
+# process, W1-W3 by default; BENCH_ARGS="--quick" or "--workloads W1,W2,W3,W4".
+BENCH_ARGS ?=
+bench: install
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
 # Re-pin every dependency after editing pyproject.toml.
 lock: install

@@ -1,0 +1,145 @@
+"""The readable table printed at the end (the JSON holds everything)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def _fraction(value: float | None, limit: float | None) -> str:
+    if not value or not limit:
+        return ""
+    return f"{value / limit:.0%}"
+
+
+def table(result: dict[str, Any]) -> str:
+    m = result["machine"]
+    lim = result.get("limits", {})
+    commit1 = lim.get("pg_commits_1_connection", {}).get("per_second")
+    commit8 = lim.get("pg_commits_8_connections", {}).get("per_second")
+    publish = lim.get("amqp_confirmed_publishes", {}).get("per_second")
+    out = [
+        f"Orbit benchmark — {result['finished_at']}  ({result['command']})",
+        f"machine: {m['cores']} cores ({m['cpu_model']}), {m['ram_gib']} GiB RAM, Python"
+        f" {m['python']}, Postgres {m['postgres']}, RabbitMQ {m['rabbitmq']}",
+        result["note"],
+        "",
+        "machine limits (same run, 3 s each):",
+        f"  Postgres single-row commits/s, 1 connection : {commit1}",
+        f"  Postgres single-row commits/s, 8 connections: {commit8}",
+        f"  RabbitMQ persistent confirmed publishes/s   : {publish}",
+        "",
+    ]
+    idle = result.get("idle_background")
+    if idle:
+        out.append(
+            f"idle background (included in the cost figures): {idle['pg_write_transactions_per_s']}"
+            f" Postgres write transactions/s, CPU s over {idle['interval_s']} s: "
+            + ", ".join(f"{k} {v:.2f}" for k, v in idle["cpu_seconds"].items())
+        )
+        out.append("")
+    w = result["workloads"]
+    rows = [("workload", "figure", "value", "of limit")]
+    for key in ("W1", "W2"):
+        if key in w:
+            r = w[key]
+            lat = r["latency_created_to_closed"]
+            cost = r["cost"]["per_step"]
+            rows += [
+                (
+                    key,
+                    f"{r['executions']} executions x {r['steps_per_execution']} steps, wall",
+                    f"{r['wall_s']:.2f} s",
+                    "",
+                ),
+                ("", "executions/s", f"{r['executions_per_s']:.1f}", ""),
+                ("", "steps/s", f"{r['steps_per_s']:.1f}", ""),
+                (
+                    "",
+                    "latency created→closed p50 / p99",
+                    f"{lat['p50_ms']:.0f} / {lat['p99_ms']:.0f} ms",
+                    "",
+                ),
+                (
+                    "",
+                    "Postgres write transactions / step",
+                    f"{cost['pg_write_transactions']}",
+                    f"{_fraction(r['steps_per_s'] * (cost['pg_write_transactions'] or 0), commit1)}"
+                    " of 1-conn commits/s",
+                ),
+                ("", "WAL bytes / step", f"{cost['wal_bytes']:.0f}", ""),
+                ("", "CPU ms / step (all processes)", f"{cost['cpu_ms_total']}", ""),
+            ]
+    if "W3" in w:
+        r = w["W3"]
+        rows += [
+            (
+                "W3",
+                f"{r['runs']} runs x {r['steps_per_execution']} steps, end to end p50 / p99",
+                f"{r['end_to_end_ms']['p50']:.1f} / {r['end_to_end_ms']['p99']:.1f} ms",
+                "",
+            ),
+            (
+                "",
+                "per step (e2e / 10) p50 / p99",
+                f"{r['per_step_ms']['p50']:.2f} / {r['per_step_ms']['p99']:.2f} ms",
+                "",
+            ),
+            (
+                "",
+                "step interval (history) p50 / p99",
+                f"{r['step_interval_ms']['p50']:.2f} / {r['step_interval_ms']['p99']:.2f} ms",
+                "",
+            ),
+            (
+                "",
+                "Postgres write transactions / step",
+                f"{r['cost']['per_step']['pg_write_transactions']}",
+                "",
+            ),
+        ]
+    if "W4" in w:
+        r = w["W4"]
+        mem = r["memory_mib"]["all_waiting"]
+        rows += [
+            (
+                "W4",
+                f"{r['executions']} started, until all waiting",
+                f"{r['start_phase']['wall_s']:.1f} s",
+                f"{r['start_phase']['executions_per_s']:.0f} exec/s",
+            ),
+            (
+                "",
+                "services' RSS, all waiting (before)",
+                f"{r['memory_mib']['services_total_waiting']} MiB"
+                f" ({r['memory_mib']['services_total_before']})",
+                "",
+            ),
+            ("", "  " + ", ".join(f"{k} {v['rss_mib']}" for k, v in mem.items()), "", ""),
+            ("", "signal phase wall", f"{r['signal_phase']['wall_s']:.2f} s", ""),
+            (
+                "",
+                "signal phase executions/s (= task steps/s)",
+                f"{r['signal_phase']['executions_per_s']:.1f}",
+                "",
+            ),
+            (
+                "",
+                "Postgres write transactions / execution",
+                f"{r['cost_signal_phase']['per_step']['pg_write_transactions']}",
+                "",
+            ),
+        ]
+    widths = [max(len(row[i]) for row in rows) for i in range(4)]
+    for index, row in enumerate(rows):
+        out.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
+        if index == 0:
+            out.append("  ".join("-" * width for width in widths))
+    for key in ("W1", "W2", "W3", "W4"):
+        if key in w:
+            cost = w[key].get("cost") or w[key].get("cost_signal_phase")
+            cpu = ", ".join(f"{k} {v:.1f}" for k, v in cost["cpu_seconds"].items())
+            out.append(f"{key} CPU seconds over {cost['interval_s']} s: {cpu}")
+    out.append("")
+    out.append("Postgres statements: " + result["pg_statements"])
+    out.append("RabbitMQ messages per step: " + result["rabbitmq_messages"])
+    return "\n".join(out)

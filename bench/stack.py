@@ -1,0 +1,256 @@
+"""The Orbit under test: its own database and namespace, each service its own process.
+
+``BenchStack`` creates ``orbit_bench_<random>``, migrates it, starts the
+decider, dispatcher, timer and gateway as ``python -m orbit_sdk service NAME``
+processes (settings as ``ORBIT_*`` variables, as in a real deployment), deploys
+the benchmark's workflows, starts the no-op worker as one more process, and on
+the way out stops them all, drops the database and deletes the namespace's
+queues and exchanges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import IO
+from urllib.parse import urlsplit, urlunsplit
+
+import aio_pika
+import asyncpg
+import httpx
+
+from bench import workflows
+from orbit_runtime.broker import Topology
+from orbit_runtime.migrate import migrate
+from orbit_runtime.settings import Settings, load_settings
+from orbit_sdk import OrbitClient
+
+SERVICES = ("decider", "dispatcher", "timer", "gateway")
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+def _with_database(url: str, name: str) -> str:
+    return urlunsplit(urlsplit(url)._replace(path=f"/{name}"))
+
+
+@dataclass
+class Proc:
+    name: str
+    process: asyncio.subprocess.Process
+    log_path: Path
+    log: IO[bytes]
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def tail(self, lines: int = 30) -> str:
+        self.log.flush()
+        text = self.log_path.read_text(errors="replace").splitlines()
+        return "\n".join(text[-lines:])
+
+
+@dataclass
+class BenchStack:
+    server_url: str
+    amqp_url: str
+    log_dir: Path
+    say: object = print
+    partitions: int = 4
+    worker_concurrency: int = 64
+    suffix: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
+    procs: dict[str, Proc] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.database = f"orbit_bench_{self.suffix}"
+        self.namespace = f"bench{self.suffix}"
+        self.http_port = _free_port()
+        self.settings: Settings = load_settings(
+            database_url=_with_database(self.server_url, self.database),
+            amqp_url=self.amqp_url,
+            namespace=self.namespace,
+            decider_partitions=self.partitions,
+            http_port=self.http_port,
+        )
+        self.topology = Topology(self.namespace, self.partitions)
+        self.client = OrbitClient(f"http://127.0.0.1:{self.http_port}", timeout=60.0)
+
+    # -- lifecycle ------------------------------------------------------------------
+
+    async def __aenter__(self) -> BenchStack:
+        try:
+            await self._start()
+        except BaseException:
+            await self.close()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    def _env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if not k.startswith("ORBIT_")}
+        env.update(
+            {
+                "ORBIT_DATABASE_URL": self.settings.database_url,
+                "ORBIT_AMQP_URL": self.settings.amqp_url,
+                "ORBIT_NAMESPACE": self.namespace,
+                "ORBIT_DECIDER_PARTITIONS": str(self.partitions),
+                "ORBIT_HTTP_PORT": str(self.http_port),
+                "ORBIT_LOG_LEVEL": "WARNING",
+                "BENCH_WORKER_CONCURRENCY": str(self.worker_concurrency),
+                "PYTHONPATH": str(ROOT),
+            }
+        )
+        return env
+
+    async def _spawn(self, name: str, *args: str) -> Proc:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        log_path = self.log_dir / f"{name}.log"
+        log = log_path.open("wb")
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "orbit_sdk",
+            *args,
+            env=self._env(),
+            cwd=str(ROOT),
+            stdout=log,
+            stderr=asyncio.subprocess.STDOUT,
+            stdin=asyncio.subprocess.DEVNULL,
+        )
+        proc = Proc(name, process, log_path, log)
+        self.procs[name] = proc
+        return proc
+
+    def check_alive(self) -> None:
+        for proc in self.procs.values():
+            if proc.process.returncode is not None:
+                raise RuntimeError(
+                    f"{proc.name} (pid {proc.pid}) exited with {proc.process.returncode};"
+                    f" its log ({proc.log_path}):\n{proc.tail()}"
+                )
+
+    async def _start(self) -> None:
+        self.say(f"database {self.database}, namespace {self.namespace}")
+        await migrate(self.settings.database_url)
+        for name in SERVICES:
+            await self._spawn(name, "service", name)
+        await self._wait_gateway()
+        self.say(f"services up: {', '.join(f'{p.name}={p.pid}' for p in self.procs.values())}")
+        for name, text in workflows.DEFINITIONS.items():
+            await self.client.deploy(text)
+            self.say(f"  deployed {name}")
+        await self._spawn("worker", "worker", "bench.tasks:worker")
+        await self._wait_consumers()
+        self.say(f"worker up: pid {self.procs['worker'].pid}")
+
+    async def _wait_gateway(self, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        async with httpx.AsyncClient() as http:
+            while True:
+                self.check_alive()
+                try:
+                    response = await http.get(f"http://127.0.0.1:{self.http_port}/v1/definitions")
+                    if response.status_code == 200:
+                        return
+                except httpx.TransportError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the gateway did not come up within 60 s")
+                await asyncio.sleep(0.2)
+
+    async def queue_counts(self, names: list[str]) -> dict[str, tuple[int, int]]:
+        """``{queue: (ready messages, consumers)}`` by passive declares (no management plugin)."""
+        connection = await aio_pika.connect(self.amqp_url)
+        try:
+            counts = {}
+            for name in names:
+                channel = await connection.channel()
+                queue = await channel.declare_queue(name, passive=True)
+                result = queue.declaration_result
+                counts[name] = (result.message_count or 0, result.consumer_count or 0)
+                await channel.close()
+            return counts
+        finally:
+            await connection.close()
+
+    def engine_queues(self) -> list[str]:
+        t = self.topology
+        return [
+            t.commands,
+            t.dispatch,
+            t.control,
+            *(t.decider_queue(p) for p in range(t.partitions)),
+            *(t.task_queue(task, version) for task, version in workflows.TASKS),
+        ]
+
+    async def _wait_consumers(self, timeout: float = 60.0) -> None:
+        """Until every engine queue has a consumer (decider partitions, dispatch, tasks…)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            self.check_alive()
+            try:
+                counts = await self.queue_counts(self.engine_queues())
+                if all(consumers >= 1 for _, consumers in counts.values()):
+                    return
+            except aio_pika.exceptions.ChannelClosed:
+                pass  # a task queue not declared yet
+            if time.monotonic() > deadline:
+                raise RuntimeError("the services and worker did not all consume within 60 s")
+            await asyncio.sleep(0.2)
+
+    async def close(self) -> None:
+        await self.client.close()
+        # The worker first (it unregisters through the dispatcher), then the services.
+        for proc in reversed(list(self.procs.values())):
+            if proc.process.returncode is None:
+                proc.process.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.process.wait(), 20)
+            except TimeoutError:
+                self.say(f"{proc.name} (pid {proc.pid}) did not stop in 20 s: SIGKILL")
+                proc.process.kill()
+                await proc.process.wait()
+            proc.log.close()
+        await self._delete_namespace()
+        await self._drop_database()
+        self.say(f"dropped {self.database}, deleted namespace {self.namespace}")
+
+    async def _delete_namespace(self) -> None:
+        t = self.topology
+        connection = await aio_pika.connect(self.amqp_url)
+        try:
+            channel = await connection.channel()
+            for queue in [*self.engine_queues(), t.dead_letter, f"{self.namespace}.bench-limit"]:
+                await channel.queue_delete(queue)
+            for exchange in (t.commands, t.decider, t.dispatch, t.control, t.tasks, t.dead_letter):
+                await channel.exchange_delete(exchange)
+        finally:
+            await connection.close()
+
+    async def _drop_database(self) -> None:
+        admin = await asyncpg.connect(_with_database(self.server_url, "postgres"))
+        try:
+            await admin.execute(f'DROP DATABASE IF EXISTS "{self.database}" WITH (FORCE)')
+        finally:
+            await admin.close()
