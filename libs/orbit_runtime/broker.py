@@ -32,6 +32,7 @@ from aio_pika.abc import (
 from yarl import URL
 
 from orbit_model.messages import Route
+from orbit_runtime import metrics
 from orbit_runtime.errors import translate_connect_error
 
 log = logging.getLogger("orbit.broker")
@@ -116,9 +117,24 @@ async def connect(url: str, heartbeat_seconds: int | None = None) -> AbstractRob
     if heartbeat_seconds is not None and "heartbeat" not in target.query:
         target = target.update_query(heartbeat=str(heartbeat_seconds))
     try:
-        return await aio_pika.connect_robust(target, client_properties={"connection_name": "orbit"})
+        connection = await aio_pika.connect_robust(
+            target, client_properties={"connection_name": "orbit"}
+        )
     except (OSError, aio_pika.exceptions.AMQPError) as error:
         raise translate_connect_error("RabbitMQ", url, error) from error
+    connection.close_callbacks.add(_on_connection_closed)
+    connection.reconnect_callbacks.add(_on_reconnected)
+    return connection
+
+
+def _on_connection_closed(connection: Any, error: BaseException | None = None) -> None:
+    # Called on our own close() too: only a close nobody asked for is a loss.
+    if not getattr(connection, "_close_called", False) and not connection.is_closed:
+        metrics.AMQP_CONNECTION_LOSSES.inc()
+
+
+def _on_reconnected(_connection: Any) -> None:
+    metrics.AMQP_RECONNECTS.inc()
 
 
 async def open_channel(
@@ -238,6 +254,16 @@ def delivery_count(message: AbstractIncomingMessage) -> int:
     return int(value) if isinstance(value, int | str) else 0
 
 
+def queue_kind(message: AbstractIncomingMessage) -> str:
+    """Which of Orbit's queues a message came from (``decider``, ``dispatch``,
+    ``commands``, ``control``, ...): its exchange without the namespace."""
+    exchange = message.exchange or ""
+    for kind in ("decider", "dispatch", "commands", "control", "tasks", "dead-letter"):
+        if exchange.endswith(f".{kind}"):
+            return kind
+    return "other"
+
+
 async def park(message: AbstractIncomingMessage, reason: str) -> None:
     """Dead-letter a message that can never be handled, and say why."""
     log.error(
@@ -246,6 +272,7 @@ async def park(message: AbstractIncomingMessage, reason: str) -> None:
         extra={"action": "message.parked", "routing_key": message.routing_key},
     )
     await message.reject(requeue=False)
+    metrics.MESSAGES_PARKED.labels(queue_kind(message)).inc()
 
 
 async def give_back(message: AbstractIncomingMessage, error: BaseException) -> None:

@@ -53,6 +53,7 @@ from orbit_model.messages import (
 )
 from orbit_model.payloads import payload_problem
 from orbit_model.state import ExecutionState, evolve, replay
+from orbit_runtime import metrics
 from orbit_runtime.broker import Topology
 from orbit_runtime.sessions import SessionRegistry
 from orbit_runtime.settings import Settings
@@ -139,6 +140,8 @@ class Deciding:
         self.states = _StateCache(cache_size)
         self._definitions: dict[str, WorkflowIR] = {}
         self.sessions = SessionRegistry(store.pool)
+        self.step_clock = metrics.StepClock()
+        """Counts the committed events and times attempts (orbit_runtime.metrics)."""
 
     async def handle(self, inputs: Sequence[DeciderInput]) -> Committed:
         """Decide on ``inputs`` and commit the outcome; retried on conflicts.
@@ -151,6 +154,7 @@ class Deciding:
         for item in inputs:
             groups.setdefault(item.execution_id, []).append(item)
         for _ in range(_MAX_CONFLICT_RETRIES):
+            started = time.perf_counter()
             states = await self._load(list(groups))
             now = self.clock()
             appends: list[Append] = []
@@ -158,13 +162,25 @@ class Deciding:
                 append = await self._plan(execution_id, states[execution_id], items, now)
                 if append is not None:
                     appends.append(append)
+            deciding = time.perf_counter()
+            metrics.DECIDER_DECIDE_SECONDS.observe(deciding - started)
             try:
                 ids = await self.store.append(appends)
             except AppendConflict:
+                metrics.DECIDER_CONFLICTS.inc()
                 self.states.drop(list(groups))
                 continue
+            finally:
+                metrics.DECIDER_COMMIT_SECONDS.observe(time.perf_counter() - deciding)
+            metrics.DECIDER_BATCH_INPUTS.observe(len(inputs))
             for append in appends:
                 self.states.put(append.execution_id, append.state)
+                self.step_clock.committed(
+                    states[append.execution_id],
+                    append.state,
+                    append.events,
+                    self._definitions.get(append.state.definition_hash),
+                )
             messages = [message for append in appends for message in append.outbox]
             return Committed(ids, messages, sum(len(a.events) for a in appends))
         raise AppendConflict(list(groups))

@@ -42,7 +42,16 @@ from orbit_runtime.registry import DefinitionRegistry, parse_definition
 from orbit_runtime.sessions import SessionRegistry, WorkerSession
 from orbit_runtime.settings import Settings
 from orbit_runtime.store import Append, AppendConflict, EventStore, ExecutionRow, OutboxMessage
-from orbit_runtime.views import decode_cursor, encode_cursor, steps_view, summary, worker_view
+from orbit_runtime.views import (
+    Workers,
+    decode_cursor,
+    encode_cursor,
+    execution_waiting_for,
+    needs_workers,
+    steps_view,
+    summary,
+    worker_view,
+)
 
 STATUSES = ("running", "completed", "failed", "cancelled", "timed_out")
 """The statuses clients see and filter by."""
@@ -198,7 +207,10 @@ class Executions:
     # -- reads -----------------------------------------------------------------
 
     async def view(self, execution_id: str) -> dict[str, Json]:
-        """The execution and each step's status, attempt, output and error.
+        """The execution and each step's status, attempt, output, error, kind and wait.
+
+        ``waiting_for`` says what a step waits for (null if nothing); the
+        execution's own ``waiting_for`` lists the reasons of its steps.
 
         Raises:
             OrbitError: ``NOT_FOUND``.
@@ -327,12 +339,19 @@ class Executions:
     async def _view(self, row: ExecutionRow) -> dict[str, Json]:
         state = await self._state(row.execution_id)
         definition = await self.registry.by_hash(row.definition_hash)
+        workers = None
+        if needs_workers(state):  # one read of the sessions for every step of the view
+            timeout = timedelta(milliseconds=self.settings.session_timeout_ms)
+            sessions = await self._sessions.sessions()
+            workers = Workers.of(sessions, datetime.now(UTC) - timeout)
+        steps = steps_view(state, definition.ir, workers)
         return {
             **summary(row),
             "input": row.input,
             "output": row.output,
             "error": row.error,
-            "steps": steps_view(state, definition.ir),
+            "steps": steps,
+            "waiting_for": execution_waiting_for(steps),
         }
 
     async def _existing(self, execution_id: str, definition: Definition) -> dict[str, Json] | None:

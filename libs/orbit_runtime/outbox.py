@@ -17,7 +17,7 @@ import asyncio
 import logging
 from collections.abc import Sequence
 
-from orbit_runtime import sql
+from orbit_runtime import metrics, sql
 from orbit_runtime.broker import Publisher
 from orbit_runtime.store import EventStore, OutboxMessage
 
@@ -31,7 +31,10 @@ class OutboxRelay:
         publisher: Publisher,
         grace_seconds: float = 5.0,
         sweep_interval: float = 1.0,
+        service: str = "unknown",
     ) -> None:
+        self.service = service
+        """The service relaying, the ``service`` label of the outbox metrics."""
         self.store = store
         self.publisher = publisher
         self.grace_seconds = grace_seconds
@@ -52,12 +55,14 @@ class OutboxRelay:
                 (message.exchange, message.routing_key, message.body) for message in messages
             )
         except Exception as error:
+            metrics.OUTBOX_PUBLISH_FAILURES.labels(self.service).inc(len(messages))
             log.warning(
                 "outbox publish failed, the sweep will retry: %r",
                 error,
                 extra={"action": "outbox.publish_failed", "count": len(messages)},
             )
             return
+        metrics.OUTBOX_PUBLISHED.labels(self.service).inc(len(messages))
         try:
             await self.store.delete_outbox(ids)
         except Exception as error:
@@ -93,6 +98,11 @@ class OutboxRelay:
                         extra={"action": "outbox.stuck", "routing_key": row["routing_key"]},
                     )
             await connection.execute(sql.DELETE_OUTBOX, published)
+        metrics.OUTBOX_SWEPT.labels(self.service).inc(len(published))
+        lag = metrics.OUTBOX_SWEEP_LAG.labels(self.service)
+        for row, outcome in zip(rows, outcomes, strict=True):
+            if outcome is None:
+                lag.observe(float(row["age"]))
         log.info(
             "relayed %d outbox messages left behind",
             len(published),

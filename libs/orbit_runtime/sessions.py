@@ -20,7 +20,7 @@ import asyncpg
 
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.messages import InflightTask, RegisterWorker
-from orbit_runtime import sql
+from orbit_runtime import metrics, sql
 
 
 @dataclass(frozen=True)
@@ -78,6 +78,7 @@ class SessionRegistry:
             request.sdk,
             json.dumps(contracts),
         )
+        metrics.SESSIONS_OPENED.inc()
         return session_id
 
     async def touch(self, session_id: str, inflight: Sequence[InflightTask]) -> None:
@@ -110,6 +111,7 @@ class SessionRegistry:
         text = await self.pool.fetchval(sql.CLOSE_SESSION, session_id)
         if text is None:
             raise unknown_session(session_id)
+        metrics.SESSIONS_CLOSED.inc()
         return _inflight_from(text)
 
     async def expire(
@@ -128,7 +130,12 @@ class SessionRegistry:
             ]
             if lost:
                 await report(lost)
+        metrics.SESSIONS_EXPIRED.inc(len(rows))
         return len(rows)
+
+    async def online(self) -> int:
+        """How many sessions are open."""
+        return int(await self.pool.fetchval(sql.COUNT_OPEN_SESSIONS))
 
     async def heartbeat_of(self, token: str) -> int | None:
         """When the task of delivery ``token`` last heartbeated (epoch ms); None if no

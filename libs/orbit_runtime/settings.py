@@ -53,6 +53,10 @@ class Settings(BaseSettings):
     max_history_events: int | None = Field(None, ge=10)
     max_payload_bytes: int | None = Field(None, ge=1)
     otlp_endpoint: str | None = None
+    metrics_port: int | None = Field(None, ge=1, le=65535)
+    """Where the services other than the gateway serve ``/metrics`` (on
+    ``http_host``); unset: they serve none. The gateway always serves it on
+    its own port."""
     log_level: str = Field("INFO", pattern=r"^(?i:debug|info|warning|error|critical)$")
     log_format: str = Field("text", pattern=r"^(text|json)$")
     decider_partitions: int = Field(4, ge=1, le=256)

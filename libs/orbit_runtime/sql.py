@@ -144,7 +144,9 @@ DELETE_OUTBOX = "DELETE FROM outbox WHERE id = ANY($1::bigint[])"
 # Rows older than the grace period belong to a writer that did not publish
 # them (it crashed, or lost the broker): the relay takes them over.
 TAKE_STALE_OUTBOX = """
-SELECT id, exchange, routing_key, body FROM outbox
+SELECT id, exchange, routing_key, body,
+       extract(epoch FROM now() - created_at)::float8 AS age
+FROM outbox
 WHERE created_at < now() - make_interval(secs => $1)
 ORDER BY id LIMIT $2
 FOR UPDATE SKIP LOCKED
@@ -194,6 +196,8 @@ UPDATE worker_sessions SET closed_at = now()
 WHERE closed_at IS NULL AND last_seen < now() - make_interval(secs => $1)
 RETURNING session_id, worker_id, inflight::text AS inflight
 """
+
+COUNT_OPEN_SESSIONS = "SELECT count(*) FROM worker_sessions WHERE closed_at IS NULL"
 
 LIST_SESSIONS = """
 SELECT session_id, worker_id, runtime, sdk, contracts::text AS contracts,

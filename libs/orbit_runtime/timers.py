@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 
 from orbit_model.messages import TimerDue, encode
-from orbit_runtime import sql
+from orbit_runtime import metrics, sql
 from orbit_runtime.broker import Publisher, Topology
 from orbit_runtime.store import EventStore
 
@@ -35,8 +35,19 @@ async def fire_due(
             route = topology.decider_route(due.execution_id)
             messages.append((route.exchange, route.routing_key, encode(due)))
         await publisher.publish_many(messages)
+    # Committed now (the delete with the publish): count and time them.
+    for row in rows:
+        kind = timer_kind(row["key"])
+        metrics.TIMERS_FIRED.labels(kind).inc()
+        metrics.TIMER_LATENESS.labels(kind).observe(max(now - int(row["due_at"]), 0) / 1000)
     log.debug("fired %d timers", len(rows), extra={"action": "timers.fired"})
     return len(rows)
+
+
+def timer_kind(key: str) -> str:
+    """The kind of a timer key (``retry``, ``timer``, ``timeout``, ``schedule``,
+    ``heartbeat``, ``workflow``): the bounded part of it, for metrics."""
+    return key.partition(":")[0]
 
 
 async def next_due(store: EventStore) -> int | None:

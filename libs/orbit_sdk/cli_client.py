@@ -18,7 +18,7 @@ import typer
 from orbit_sdk import cli_render as render
 from orbit_sdk.cli_common import DEFAULT_URL, AsJson, ExecutionId, Url, call, parse_json
 from orbit_sdk.cli_deploy import deploy
-from orbit_sdk.cli_follow import follow, step_kinds_of, timers_of
+from orbit_sdk.cli_follow import follow
 from orbit_sdk.client import OrbitClient
 
 
@@ -92,7 +92,7 @@ def start(
     if as_json:
         render.print_json(ended)
     else:
-        render.show_execution(render.console(), ended, None)
+        render.show_execution(render.console(), ended)
     raise typer.Exit(0 if ended.get("status") == "completed" else 1)
 
 
@@ -104,18 +104,11 @@ def _started_line(started: dict[str, Any]) -> str:
 def get(execution_id: ExecutionId, url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
     """Show an execution: status, input, output or error, and what each step waits for."""
 
-    async def read(client: OrbitClient) -> tuple[dict[str, Any], Any, Any]:
-        execution = await client.get(execution_id)
-        if as_json:
-            return execution, None, None
-        kinds = await step_kinds_of(client, execution)
-        return execution, kinds, await timers_of(client, execution, kinds)
-
-    execution, kinds, due = call(url, read)
+    execution = call(url, lambda client: client.get(execution_id))
     if as_json:
         render.print_json(execution)
     else:
-        render.show_execution(render.console(), execution, kinds, due)
+        render.show_execution(render.console(), execution)
 
 
 def history(execution_id: ExecutionId, url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:

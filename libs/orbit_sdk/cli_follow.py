@@ -13,35 +13,11 @@ from typing import Any
 from rich.console import Console
 
 from orbit_sdk.cli_render import status_text, step_line
-from orbit_sdk.cli_steps import StepKind, due_times, needs_due_times, step_kinds, waiting_for
-from orbit_sdk.client import TERMINAL, OrbitClient, OrbitClientError
+from orbit_sdk.cli_steps import waiting_for
+from orbit_sdk.client import TERMINAL, OrbitClient
 
 POLL_SECONDS = 0.25
 """How often ``--wait`` looks at the execution: step changes do not end a ``?wait=`` early."""
-
-
-async def step_kinds_of(
-    client: OrbitClient, execution: Mapping[str, Any]
-) -> dict[str, StepKind] | None:
-    """The kinds of the execution's steps, from its definition; None if that cannot be read.
-
-    The steps table is still useful without them (statuses, attempts, errors),
-    so a definition that cannot be read does not fail the command.
-    """
-    try:
-        ir = await client.definition(str(execution["workflow"]), str(execution["version"]))
-    except OrbitClientError:
-        return None
-    return step_kinds(ir)
-
-
-async def timers_of(
-    client: OrbitClient, execution: Mapping[str, Any], kinds: Mapping[str, StepKind] | None
-) -> dict[str, int] | None:
-    """When the retries and sleeps the execution waits on are due (from its history), if any."""
-    if kinds is None or not needs_due_times(execution, kinds):
-        return None
-    return due_times(await client.history(str(execution["execution_id"])))
 
 
 def _signature(view: Mapping[str, Any]) -> str:
@@ -52,6 +28,7 @@ def _signature(view: Mapping[str, Any]) -> str:
             view.get("status"),
             view.get("attempt"),
             view.get("elements"),
+            view.get("waiting_for"),
             compensation.get("status"),
             compensation.get("attempt"),
         ]
@@ -72,11 +49,8 @@ async def follow(
     loop = asyncio.get_running_loop()
     deadline = None if timeout is None else loop.time() + timeout
     seen: dict[str, str] = {}
-    kinds: dict[str, StepKind] | None = None
     while True:
         execution = await client.get(execution_id)
-        if kinds is None:
-            kinds = await step_kinds_of(client, execution) or {}
         steps: dict[str, Any] = execution.get("steps") or {}
         changed = {
             step_id: view
@@ -85,11 +59,9 @@ async def follow(
             and (step_id in seen or view.get("status") != "pending")
         }
         if changed:
-            due = await timers_of(client, execution, kinds)
-            running = execution.get("status") == "running"
             for step_id, view in changed.items():
                 seen[step_id] = _signature(view)
-                wait = waiting_for(view, kinds.get(step_id), running=running, due=due)
+                wait = waiting_for(view)
                 say.print(step_line(step_id, view, wait))
                 if view.get("compensation"):
                     say.print(step_line(f"{step_id} ↳ compensate", view["compensation"], ""))

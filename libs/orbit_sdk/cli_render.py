@@ -15,7 +15,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from orbit_sdk.cli_steps import StepKind, waiting_for
+from orbit_sdk.cli_steps import waiting_for
 
 _STYLES = {
     "completed": "green",
@@ -76,12 +76,7 @@ def error_line(error: Mapping[str, Any] | None) -> str:
     return f"{error.get('code')}: {error.get('message')}"
 
 
-def show_execution(
-    out: Console,
-    execution: Mapping[str, Any],
-    kinds: Mapping[str, StepKind] | None,
-    due: Mapping[str, int] | None = None,
-) -> None:
+def show_execution(out: Console, execution: Mapping[str, Any]) -> None:
     """``orbit get``: the execution's fields, then a table of its steps."""
     fields: list[tuple[str, Text]] = [
         ("execution", Text(str(execution.get("execution_id")))),
@@ -104,24 +99,18 @@ def show_execution(
         line = Text(f"{label:<10} ", style="bold")
         line.append_text(value)
         out.print(line)
-    out.print(steps_table(execution, kinds, due))
+    out.print(steps_table(execution))
 
 
-def steps_table(
-    execution: Mapping[str, Any],
-    kinds: Mapping[str, StepKind] | None,
-    due: Mapping[str, int] | None = None,
-) -> Table:
+def steps_table(execution: Mapping[str, Any]) -> Table:
     """Each step: status, attempt, what it waits for, and its output or error once resolved."""
-    running = execution.get("status") == "running"
     table = Table(title="steps", title_justify="left", show_edge=False, pad_edge=False)
     table.add_column("step", no_wrap=True)
     table.add_column("status", no_wrap=True)
     table.add_column("attempt", justify="right")
     table.add_column("waits for / result")
     for step_id, view in (execution.get("steps") or {}).items():
-        kind = None if kinds is None else kinds.get(step_id)
-        wait = waiting_for(view, kind, running=running, due=due)
+        wait = waiting_for(view)
         table.add_row(
             Text(step_id),
             status_text(str(view.get("status"))),

@@ -33,6 +33,7 @@ from orbit_runtime.broker import (
     park,
 )
 from orbit_runtime.deciding import Committed, Deciding
+from orbit_runtime.metrics import MetricsEndpoint
 from orbit_runtime.outbox import OutboxRelay
 from orbit_runtime.settings import Settings
 from orbit_runtime.store import AppendConflict, EventStore
@@ -82,6 +83,7 @@ class DeciderService:
         """Held while a batch is decided and committed: stop() waits for it."""
         self.batches = 0
         """Batches committed so far (for tests and metrics)."""
+        self._metrics = MetricsEndpoint(settings.metrics_port, settings.http_host)
 
     async def start(self) -> None:
         settings = self.settings
@@ -89,7 +91,7 @@ class DeciderService:
         self._connection = await connect(settings.amqp_url)
         publishing = await open_channel(self._connection)
         await declare_topology(publishing, self.topology)
-        self._relay = OutboxRelay(self._store, Publisher(publishing))
+        self._relay = OutboxRelay(self._store, Publisher(publishing), service=self.name)
         self._deciding = Deciding(self._store, self.topology, settings)
         consuming = await open_channel(self._connection, prefetch=settings.decider_batch_size)
         self._tasks = [
@@ -97,6 +99,7 @@ class DeciderService:
             asyncio.create_task(self._relay.run_sweeper(), name="decider.outbox"),
         ]
         await self._consume(consuming)
+        self._metrics.start()
 
     async def _consume(self, channel: AbstractChannel) -> None:
         for partition in range(self.topology.partitions):
@@ -208,6 +211,7 @@ class DeciderService:
 
     async def stop(self) -> None:
         self._stopping = True
+        await self._metrics.stop()
         for queue, tag in self._consumers:
             with contextlib.suppress(Exception):
                 await queue.cancel(tag)  # type: ignore[attr-defined]

@@ -17,6 +17,7 @@ The rules live in :mod:`orbit_runtime.dispatching`; this is wiring.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Sequence
 
@@ -36,6 +37,7 @@ from orbit_model.messages import (
     decode_dispatch,
     encode,
 )
+from orbit_runtime import metrics
 from orbit_runtime.broker import (
     Publisher,
     Topology,
@@ -52,11 +54,16 @@ from orbit_runtime.dispatching import (
     assignment_route,
     control_error,
 )
+from orbit_runtime.metrics import MetricsEndpoint
 from orbit_runtime.sessions import SessionRegistry
 from orbit_runtime.settings import Settings
 from orbit_runtime.store import EventStore
 
 log = logging.getLogger("orbit.dispatcher")
+
+SESSION_COUNT_SECONDS = 5.0
+"""How often the dispatcher counts the open worker sessions (and after each
+registration and unregistration)."""
 
 
 class _InFlight:
@@ -104,6 +111,8 @@ class DispatcherService:
         self._connection: AbstractRobustConnection | None = None
         self._consumers: list[tuple[AbstractQueue, ConsumerTag]] = []
         self._inflight = _InFlight()
+        self._metrics = MetricsEndpoint(settings.metrics_port, settings.http_host)
+        self._counting: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         """Connect to Postgres and RabbitMQ, declare the topology, start consuming.
@@ -139,13 +148,22 @@ class DispatcherService:
         )
         dispatch = await dispatch_channel.get_queue(self.topology.dispatch)
         control = await control_channel.get_queue(self.topology.control)
+        self._sessions = SessionRegistry(store.pool)
+        self._counting = asyncio.create_task(self._count_sessions(), name="dispatcher.sessions")
         self._consumers = [
             (dispatch, await dispatch.consume(self._on_dispatch)),
             (control, await control.consume(self._on_control)),
         ]
+        self._metrics.start()
 
     async def stop(self) -> None:
         """Stop consuming, let forwards and answers in flight end, close."""
+        await self._metrics.stop()
+        if self._counting is not None:
+            self._counting.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._counting
+            self._counting = None
         for queue, tag in self._consumers:
             try:
                 await queue.cancel(tag)
@@ -161,6 +179,19 @@ class DispatcherService:
         if self._store is not None:
             await self._store.close()
             self._store = None
+
+    async def _count_sessions(self) -> None:
+        """Keep ``orbit_worker_sessions_online`` up to date: sessions also end in the
+        timer service (expired), so the gauge is counted in Postgres, not tracked."""
+        while True:
+            await self._refresh_sessions()
+            await asyncio.sleep(SESSION_COUNT_SECONDS)
+
+    async def _refresh_sessions(self) -> None:
+        try:
+            metrics.SESSIONS_ONLINE.set(await self._sessions.online())
+        except Exception as error:
+            log.debug("counting sessions failed: %r", error)
 
     # -- dispatch ---------------------------------------------------------------
 
@@ -199,6 +230,8 @@ class DispatcherService:
             else:
                 try:
                     reply = await self._control.handle(request)
+                    if request.type != "Heartbeat":
+                        await self._refresh_sessions()
                 except Exception as error:
                     # The requester waits with a timeout: tell it now rather
                     # than requeue a request it will have given up on.

@@ -32,6 +32,7 @@ from orbit_runtime.deciding import HTTP_CONTRACT_VERSION
 from orbit_runtime.dispatching import BUILTIN_RUNTIME
 from orbit_runtime.http_adapter import HttpAdapter, HttpRequest, HttpResponse
 from orbit_runtime.http_guard import HttpStepError
+from orbit_runtime.metrics import MetricsEndpoint
 from orbit_runtime.settings import Settings
 from orbit_sdk.tasks import TaskContext, TaskDefinition, TaskError
 from orbit_sdk.worker import Worker
@@ -101,8 +102,10 @@ class HttpAdapterService:
         self.settings = settings
         self.adapter = HttpAdapter.from_settings(settings)
         self.worker: Worker | None = None
+        self._metrics = MetricsEndpoint(settings.metrics_port, settings.http_host)
 
     async def start(self) -> None:
+        self._metrics.start()
         if not self.settings.http_adapter_enabled:
             log.warning(
                 "the HTTP adapter serves no http steps while ORBIT_HTTP_ADAPTER_ENABLED is false",
@@ -124,6 +127,7 @@ class HttpAdapterService:
         self.worker = worker
 
     async def stop(self) -> None:
+        await self._metrics.stop()
         if self.worker is not None:
             await self.worker.stop()
             self.worker = None

@@ -25,6 +25,7 @@ from orbit_model.messages import DeliveryLost, InflightTask, encode
 from orbit_runtime import sql
 from orbit_runtime.broker import Publisher, Topology, connect, declare_topology, open_channel
 from orbit_runtime.deciding import epoch_ms
+from orbit_runtime.metrics import MetricsEndpoint
 from orbit_runtime.sessions import SessionRegistry
 from orbit_runtime.settings import Settings
 from orbit_runtime.store import EventStore
@@ -51,6 +52,7 @@ class TimerService:
         self.fired = 0
         self.expired = 0
         """Worker sessions expired so far."""
+        self._metrics = MetricsEndpoint(settings.metrics_port, settings.http_host)
 
     async def start(self) -> None:
         self._store = await EventStore.connect(self.settings.database_url, min_size=1, max_size=2)
@@ -62,6 +64,7 @@ class TimerService:
         publisher = Publisher(channel)
         self._task = asyncio.create_task(self._run(publisher), name="timer.fire")
         self._liveness = asyncio.create_task(self._watch(publisher), name="timer.liveness")
+        self._metrics.start()
 
     def _on_notify(self, _connection: object, _pid: int, _channel: str, payload: object) -> None:
         with contextlib.suppress(TypeError, ValueError):
@@ -124,6 +127,7 @@ class TimerService:
             await asyncio.sleep(max(timeout / 4, 50) / 1000)
 
     async def stop(self) -> None:
+        await self._metrics.stop()
         for task in (self._task, self._liveness):
             if task is not None:
                 task.cancel()

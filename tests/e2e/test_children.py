@@ -118,7 +118,7 @@ workflow: slow-child
 version: 1.0.0
 steps:
   - id: nap
-    sleep: 1500ms
+    sleep: 3s
 output: {slept: true}
 """
 
@@ -129,7 +129,7 @@ version: 1.0.0
 steps:
   - id: kid
     workflow: slow-child@1.0.0
-    timeout: 1s          # the child needs 1.5 s: the first attempt times out
+    timeout: 2s          # the child needs 3 s: the first attempt times out
     retry: {max_attempts: 2, initial_interval: 100ms}
 output: ${ steps.kid.output }
 """

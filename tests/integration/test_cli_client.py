@@ -416,14 +416,15 @@ def test_get_shows_what_each_step_waits_for(orbit: Orbit, url: str) -> None:
     assert rows["execution"].split()[1] == execution_id
     assert rows["workflow"].split()[1] == "cli-waits@1.0.0"
     assert rows["status"].split()[1] == "running"
-    assert "signal go (times out after 1h)" in rows["hold"]
-    assert "timer of 1h at " in rows["nap"]
+    assert "signal go (times out at " in rows["hold"]
+    assert "(in 59m" in rows["hold"]
+    assert "timer at " in rows["nap"]
     assert "(in 59m" in rows["nap"]
     assert "retry_wait" in rows["flaky"]
     assert "retry (attempt 2) at " in rows["flaky"]
-    assert "a worker for orphan@3" in rows["orphan"]
+    assert "a worker for orphan@3 (none online)" in rows["orphan"]
     assert "dispatched" in rows["orphan"]
-    assert "elements: 2 dispatched" in rows["fan"]
+    assert "elements: 2 dispatched (a worker for orphan@3: none online)" in rows["fan"]
     assert "steps hold" in rows["last"]
 
 

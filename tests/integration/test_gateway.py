@@ -469,13 +469,25 @@ async def test_the_view_shows_each_step_and_the_history_each_event(gateway: Gate
         "output": None,
         "error": None,
         "elements": {"dispatched": 4, "pending": 2},
+        "kind": "for",
+        "waiting_for": {
+            "kind": "elements",
+            "total": 6,
+            "counts": {"dispatched": 4, "pending": 2},
+            "task": "square@1",
+            "workers_online": 0,
+            "held": 0,
+        },
     }
     assert view["steps"]["total"] == {
         "status": "pending",
         "attempt": 0,
         "output": None,
         "error": None,
+        "kind": "task",
+        "waiting_for": {"kind": "dependencies", "steps": ["squares"]},
     }
+    assert [wait["step"] for wait in view["waiting_for"]] == ["squares"]
 
     history = (await gateway.client.get(f"/v1/executions/{execution_id}/history")).json()
     assert [h["seq"] for h in history] == list(range(1, 2 + len(decided)))

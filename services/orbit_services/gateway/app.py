@@ -1,4 +1,4 @@
-"""The gateway's FastAPI application: the ``/v1`` API, health and readiness, errors."""
+"""The gateway's FastAPI application: the ``/v1`` API, health and readiness, metrics, errors."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from collections.abc import Awaitable, Callable, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from fastapi import APIRouter, FastAPI
+from fastapi import APIRouter, FastAPI, Response
 from fastapi.openapi.utils import get_openapi
 
 from orbit_model.errors import ErrorCode, OrbitError
+from orbit_runtime import metrics
 from orbit_runtime.executions import Executions
 
 from .errors import install_error_handlers
@@ -48,6 +49,7 @@ def create_app(executions: Executions, checks: Mapping[str, Check] | None = None
     install_error_handlers(app)
     app.include_router(api_router(executions))
     app.include_router(_health_router(dict(checks or {})))
+    app.include_router(_metrics_router())
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
@@ -85,6 +87,22 @@ async def _probe(check: Check) -> str:
     except Exception as error:
         return str(error) or type(error).__name__
     return "ok"
+
+
+def _metrics_router() -> APIRouter:
+    router = APIRouter()
+
+    @router.get(
+        "/metrics",
+        summary="Prometheus metrics of this process (every service in it)",
+        response_class=Response,
+        responses={200: {"content": {"text/plain": {}}}},
+    )
+    async def prometheus_metrics() -> Response:
+        body, content_type = metrics.exposition()
+        return Response(body, media_type=content_type)
+
+    return router
 
 
 def _openapi(app: FastAPI) -> dict[str, Any]:

@@ -104,7 +104,7 @@ class GatewayService:
         publishing = await open_channel(connection)
         await declare_topology(publishing, self.topology)
         publisher = Publisher(publishing)
-        relay = OutboxRelay(store, publisher)
+        relay = OutboxRelay(store, publisher, service=self.name)
         executions = Executions(store, relay, self.topology, settings)
         self._sweeper = asyncio.create_task(relay.run_sweeper(), name="gateway.outbox")
 

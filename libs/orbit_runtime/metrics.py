@@ -1,0 +1,337 @@
+"""Every Prometheus metric of Orbit, in one place (docs/operations.md, "Metrics").
+
+Names follow Prometheus conventions (``orbit_..._total`` counters,
+``_seconds`` histograms) and labels stay bounded: a workflow name, a task
+name, a status, a timer kind, a queue kind or a service name, never an
+execution id, a token or a worker id.
+
+Counters of what executions and steps did are counted by the decider from
+the events it commits, after the append succeeded: a batch that loses a
+race and is decided again is counted once, and a batch that fails is not.
+
+Every service registers in the process's default registry; ``orbit dev``
+runs all of them in one process, so one scrape shows everything.
+:func:`serve` starts the small HTTP server of the services other than the
+gateway (which answers ``/metrics`` from its FastAPI app).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any, ClassVar
+
+from prometheus_client import (
+    CONTENT_TYPE_LATEST,
+    REGISTRY,
+    Counter,
+    Gauge,
+    Histogram,
+    generate_latest,
+    start_http_server,
+)
+
+from orbit_model.decider import unit_call
+from orbit_model.events import (
+    RetryScheduled,
+    StepAttemptFailed,
+    StepAttemptUncertain,
+    StepDispatched,
+    StepFailed,
+    StepScheduled,
+    StepSucceeded,
+    WorkflowStarted,
+)
+from orbit_model.ir import WorkflowIR
+from orbit_model.state import ExecutionState
+
+log = logging.getLogger("orbit.metrics")
+
+_STEP = ("workflow", "task")
+_LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+_DURATION_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
+_BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 4096, 10_000)
+
+# -- executions and steps (decider, from committed events) ---------------------
+
+EXECUTIONS_STARTED = Counter(
+    "orbit_executions_started_total", "Executions that started running.", ["workflow"]
+)
+EXECUTIONS_FINISHED = Counter(
+    "orbit_executions_finished_total",
+    "Executions that ended, by final status (completed, failed, cancelled, timed_out).",
+    ["workflow", "status"],
+)
+STEPS_SCHEDULED = Counter("orbit_steps_scheduled_total", "Task steps scheduled.", _STEP)
+STEPS_DISPATCHED = Counter(
+    "orbit_steps_dispatched_total",
+    "Attempts of task steps dispatched (first attempts, retries and redeliveries).",
+    _STEP,
+)
+STEPS_SUCCEEDED = Counter("orbit_steps_succeeded_total", "Task steps that succeeded.", _STEP)
+STEPS_FAILED = Counter(
+    "orbit_steps_failed_total", "Task steps that failed for good (no attempt left).", _STEP
+)
+STEP_ATTEMPTS_FAILED = Counter(
+    "orbit_step_attempts_failed_total",
+    "Attempts of task steps that failed (retried or not).",
+    _STEP,
+)
+STEPS_RETRIED = Counter(
+    "orbit_steps_retried_total", "Retries scheduled after a failed attempt.", _STEP
+)
+STEPS_REDELIVERED = Counter(
+    "orbit_steps_redelivered_total",
+    "Attempts dispatched again after their delivery was lost (same idempotency key).",
+    _STEP,
+)
+STEP_DURATION = Histogram(
+    "orbit_step_duration_seconds",
+    "From an attempt's dispatch to its result, as the decider committed them.",
+    ["task", "outcome"],
+    buckets=_DURATION_BUCKETS,
+)
+
+# -- the decider's batches -----------------------------------------------------
+
+DECIDER_BATCH_INPUTS = Histogram(
+    "orbit_decider_batch_inputs", "Inputs in each committed batch.", buckets=_BATCH_BUCKETS
+)
+DECIDER_DECIDE_SECONDS = Histogram(
+    "orbit_decider_decide_seconds",
+    "Loading and deciding one batch (before its commit), per try.",
+    buckets=_LATENCY_BUCKETS,
+)
+DECIDER_COMMIT_SECONDS = Histogram(
+    "orbit_decider_commit_seconds",
+    "Appending one batch in its transaction (events, timers, outbox), per try.",
+    buckets=_LATENCY_BUCKETS,
+)
+DECIDER_CONFLICTS = Counter(
+    "orbit_decider_conflicts_total", "Batches decided again because another writer won."
+)
+
+# -- outbox --------------------------------------------------------------------
+
+OUTBOX_PUBLISHED = Counter(
+    "orbit_outbox_published_total",
+    "Outbox messages published right after their commit.",
+    ["service"],
+)
+OUTBOX_PUBLISH_FAILURES = Counter(
+    "orbit_outbox_publish_failures_total",
+    "Outbox messages whose publish after commit failed (left for the sweep).",
+    ["service"],
+)
+OUTBOX_SWEPT = Counter(
+    "orbit_outbox_swept_total",
+    "Outbox messages left behind by their writer and published by the sweep.",
+    ["service"],
+)
+OUTBOX_SWEEP_LAG = Histogram(
+    "orbit_outbox_sweep_lag_seconds",
+    "Age of each outbox row the sweep published (commit to publish).",
+    ["service"],
+    buckets=(1, 2.5, 5, 7.5, 10, 15, 30, 60, 120, 300, 900, 3600),
+)
+
+# -- timers --------------------------------------------------------------------
+
+TIMERS_FIRED = Counter(
+    "orbit_timers_fired_total",
+    "Timers fired, by kind (retry, timer, timeout, schedule, heartbeat, workflow).",
+    ["kind"],
+)
+TIMER_LATENESS = Histogram(
+    "orbit_timer_lateness_seconds",
+    "How long after its due time a timer fired.",
+    ["kind"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+
+# -- worker sessions -----------------------------------------------------------
+
+SESSIONS_OPENED = Counter("orbit_worker_sessions_opened_total", "Worker sessions registered.")
+SESSIONS_CLOSED = Counter(
+    "orbit_worker_sessions_closed_total", "Worker sessions closed by their worker."
+)
+SESSIONS_EXPIRED = Counter(
+    "orbit_worker_sessions_expired_total",
+    "Worker sessions closed because the worker was not heard from in time.",
+)
+SESSIONS_ONLINE = Gauge(
+    "orbit_worker_sessions_online",
+    "Open worker sessions, as the dispatcher last counted them in Postgres.",
+)
+
+# -- messaging -----------------------------------------------------------------
+
+MESSAGES_PARKED = Counter(
+    "orbit_messages_parked_total",
+    "Messages dead-lettered by a consumer, by the queue they came from.",
+    ["queue"],
+)
+AMQP_CONNECTION_LOSSES = Counter(
+    "orbit_amqp_connection_losses_total", "Connections to RabbitMQ lost (not closed by us)."
+)
+AMQP_RECONNECTS = Counter(
+    "orbit_amqp_reconnects_total", "Connections to RabbitMQ restored after a loss."
+)
+
+
+def exposition() -> tuple[bytes, str]:
+    """The default registry in the text format, and its content type."""
+    return generate_latest(REGISTRY), CONTENT_TYPE_LATEST
+
+
+class MetricsEndpoint:
+    """``/metrics`` of a service other than the gateway, on ``ORBIT_METRICS_PORT``.
+
+    prometheus_client's HTTP server, in a thread. Services of one process
+    (``orbit dev``, or ``orbit service decider dispatcher``) share one server
+    on the port, started by the first and stopped with the last. Without a
+    port, nothing is served: services on one host would collide on a default.
+    """
+
+    _servers: ClassVar[dict[tuple[str, int], list[Any]]] = {}
+    """(host, port) → [server, thread, users], for this process."""
+
+    def __init__(self, port: int | None, host: str = "127.0.0.1") -> None:
+        self.port = port
+        self.host = host
+        self._serving = False
+
+    def start(self) -> None:
+        """Serve (or join the server already on the port).
+
+        Raises:
+            OSError: The port cannot be bound.
+        """
+        if self.port is None or self._serving:
+            return
+        key = (self.host, self.port)
+        entry = self._servers.get(key)
+        if entry is None:
+            server, thread = start_http_server(self.port, addr=self.host)
+            entry = self._servers[key] = [server, thread, 0]
+            log.info(
+                "metrics at http://%s:%d/metrics",
+                self.host,
+                self.port,
+                extra={"action": "metrics.serving", "port": self.port},
+            )
+        entry[2] += 1
+        self._serving = True
+
+    async def stop(self) -> None:
+        """Leave the server; the last one out shuts it down."""
+        if not self._serving or self.port is None:
+            return
+        self._serving = False
+        key = (self.host, self.port)
+        entry = self._servers[key]
+        entry[2] -= 1
+        if entry[2] == 0:
+            del self._servers[key]
+            server = entry[0]
+            await asyncio.to_thread(server.shutdown)
+            server.server_close()
+
+
+_TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "timed_out"})
+
+
+class StepClock:
+    """Counts what the committed events of an execution say, and times attempts.
+
+    Step durations are measured from the commit of ``StepDispatched`` to the
+    commit of the attempt's result (``StepSucceeded``, ``StepAttemptFailed``
+    or ``StepAttemptUncertain``) on this process's monotonic clock, because
+    events carry no timestamps. The start times are kept in memory only: a
+    decider restart (or a partition moving to another decider) loses those
+    of attempts in flight, whose durations are then not observed. At most
+    ``capacity`` executions are tracked, the least recently touched dropped first.
+    """
+
+    def __init__(self, capacity: int = 50_000) -> None:
+        self.capacity = capacity
+        self._started: OrderedDict[str, dict[str, tuple[float, str]]] = OrderedDict()
+
+    def committed(
+        self,
+        before: ExecutionState,
+        state: ExecutionState,
+        events: Sequence[Any],
+        ir: WorkflowIR | None,
+        now: float | None = None,
+    ) -> None:
+        """Count the events one append committed (``before`` → ``state``)."""
+        at = time.monotonic() if now is None else now
+        workflow = state.workflow
+        execution_id = state.execution_id
+        for event in events:
+            if isinstance(event, WorkflowStarted):
+                EXECUTIONS_STARTED.labels(workflow).inc()
+                continue
+            unit = getattr(event, "unit", None)
+            if unit is None:
+                continue
+            task = _task_of(ir, unit)
+            if task is None:
+                continue  # not a task call (a sleep, an await, a child's own steps)
+            labels = (workflow, task)
+            if isinstance(event, StepScheduled):
+                STEPS_SCHEDULED.labels(*labels).inc()
+            elif isinstance(event, StepDispatched):
+                STEPS_DISPATCHED.labels(*labels).inc()
+                if event.redelivery:
+                    STEPS_REDELIVERED.labels(*labels).inc()
+                self._start(execution_id, unit, at, task)
+            elif isinstance(event, StepSucceeded):
+                STEPS_SUCCEEDED.labels(*labels).inc()
+                self._stop(execution_id, unit, at, "succeeded")
+            elif isinstance(event, StepAttemptFailed):
+                STEP_ATTEMPTS_FAILED.labels(*labels).inc()
+                self._stop(execution_id, unit, at, "failed")
+            elif isinstance(event, StepAttemptUncertain):
+                self._stop(execution_id, unit, at, "uncertain")
+            elif isinstance(event, StepFailed):
+                STEPS_FAILED.labels(*labels).inc()
+            elif isinstance(event, RetryScheduled):
+                STEPS_RETRIED.labels(*labels).inc()
+        if state.terminal and not before.terminal:
+            status = str(state.status)
+            if status in _TERMINAL_STATUSES:
+                EXECUTIONS_FINISHED.labels(workflow, status).inc()
+            self._started.pop(execution_id, None)
+
+    def _start(self, execution_id: str, unit: str, at: float, task: str) -> None:
+        units = self._started.setdefault(execution_id, {})
+        units[unit] = (at, task)
+        self._started.move_to_end(execution_id)
+        while len(self._started) > self.capacity:
+            self._started.popitem(last=False)
+
+    def _stop(self, execution_id: str, unit: str, at: float, outcome: str) -> None:
+        units = self._started.get(execution_id)
+        if not units or unit not in units:
+            return
+        started, task = units.pop(unit)
+        if not units:
+            self._started.pop(execution_id, None)
+        STEP_DURATION.labels(task, outcome).observe(max(at - started, 0.0))
+
+    def __len__(self) -> int:
+        return len(self._started)
+
+
+def _task_of(ir: WorkflowIR | None, unit: str) -> str | None:
+    if ir is None:
+        return None
+    try:
+        return unit_call(ir, unit)[1].task
+    except Exception:  # not a call unit
+        return None

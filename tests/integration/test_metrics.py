@@ -1,0 +1,156 @@
+"""Prometheus metrics scraped from running services after a known workload.
+
+Every service in this process registers in prometheus_client's default
+registry, which earlier tests of the same xdist worker have already moved:
+the test reads deltas (after - before), never absolute values.
+"""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import httpx
+from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
+
+from orbit_sdk import TaskContext, TaskError, task
+from tests.e2e.stack import free_port, running_stack
+from tests.integration.conftest import OrbitEnv
+from tests.integration.eventually import eventually
+
+WORKFLOW = """
+orbit: 1
+workflow: metered
+version: 1.0.0
+input: {type: object, properties: {fail_once: {type: boolean}}}
+tasks:
+  meter-first: {version: "1"}
+  meter-flaky: {version: "1"}
+steps:
+  - id: first
+    task: meter-first
+  - id: second
+    task: meter-flaky
+    input: {fail_once: "${ input.fail_once }"}
+    retry: {max_attempts: 3, initial_interval: 50ms}
+"""
+
+RUNS = 5
+
+Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
+
+
+@task("meter-first", version="1")
+async def meter_first(inp: Any, ctx: TaskContext) -> dict[str, Any]:
+    return {"ok": True}
+
+
+@task("meter-flaky", version="1")
+async def meter_flaky(inp: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
+    if inp.get("fail_once") and ctx.attempt == 1:
+        raise TaskError("FLAKY", "fails the first time")
+    return {"attempt": ctx.attempt}
+
+
+async def scrape(url: str) -> tuple[str, Samples]:
+    async with httpx.AsyncClient() as http:
+        response = await http.get(url)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/plain")
+    samples: Samples = {}
+    for family in text_string_to_metric_families(response.text):
+        for sample in family.samples:
+            samples[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return response.text, samples
+
+
+def value(samples: Samples, name: str, **labels: str) -> float:
+    return samples.get((name, tuple(sorted(labels.items()))), 0.0)
+
+
+async def test_a_known_workload_is_counted(orbit_env: OrbitEnv) -> None:
+    metrics_port = free_port()
+    losses = REGISTRY.get_sample_value("orbit_amqp_connection_losses_total")
+    settings = orbit_env.settings_with(metrics_port=metrics_port)
+    async with running_stack(settings, [meter_first, meter_flaky]) as stack:
+        gateway = f"http://127.0.0.1:{stack.settings.http_port}/metrics"
+        served = f"http://127.0.0.1:{metrics_port}/metrics"
+        _, before = await scrape(gateway)
+        await stack.client.deploy(WORKFLOW)
+        ids = [f"metered-{n}" for n in range(RUNS)]
+        for n, execution_id in enumerate(ids):
+            await stack.client.start("metered", {"fail_once": n == 0}, execution_id=execution_id)
+        for execution_id in ids:
+            result = await stack.client.wait(execution_id, timeout=20)
+            assert result["status"] == "completed", result
+
+        def settled(scraped: tuple[str, Samples]) -> bool:
+            finished = "orbit_executions_finished_total"
+            labels = {"workflow": "metered", "status": "completed"}
+            done = value(scraped[1], finished, **labels) - value(before, finished, **labels)
+            return done == RUNS
+
+        text, after = await eventually(lambda: scrape(gateway), settled, what="5 finished")
+        _, elsewhere = await scrape(served)
+
+    def delta(name: str, **labels: str) -> float:
+        return value(after, name, **labels) - value(before, name, **labels)
+
+    first = {"workflow": "metered", "task": "meter-first"}
+    flaky = {"workflow": "metered", "task": "meter-flaky"}
+    assert delta("orbit_executions_started_total", workflow="metered") == RUNS
+    assert delta("orbit_executions_finished_total", workflow="metered", status="completed") == RUNS
+    assert delta("orbit_executions_finished_total", workflow="metered", status="failed") == 0
+    assert delta("orbit_steps_scheduled_total", **first) == RUNS
+    assert delta("orbit_steps_scheduled_total", **flaky) == RUNS
+    assert delta("orbit_steps_dispatched_total", **first) == RUNS
+    assert delta("orbit_steps_dispatched_total", **flaky) == RUNS + 1
+    assert delta("orbit_steps_succeeded_total", **first) == RUNS
+    assert delta("orbit_steps_succeeded_total", **flaky) == RUNS
+    assert delta("orbit_step_attempts_failed_total", **flaky) == 1
+    assert delta("orbit_step_attempts_failed_total", **first) == 0
+    assert delta("orbit_steps_retried_total", **flaky) == 1
+    assert delta("orbit_steps_failed_total", **flaky) == 0
+    assert delta("orbit_steps_redelivered_total", **flaky) == 0
+
+    # Durations: one observation per attempt's result, by task and outcome.
+    duration = "orbit_step_duration_seconds_count"
+    assert delta(duration, task="meter-first", outcome="succeeded") == RUNS
+    assert delta(duration, task="meter-flaky", outcome="succeeded") == RUNS
+    assert delta(duration, task="meter-flaky", outcome="failed") == 1
+    assert delta("orbit_step_duration_seconds_sum", task="meter-flaky", outcome="succeeded") > 0
+
+    # The decider's batches, the outbox, the retry's timer, the worker's session.
+    assert delta("orbit_decider_batch_inputs_count") > 0
+    assert delta("orbit_decider_batch_inputs_sum") >= delta("orbit_decider_batch_inputs_count")
+    assert delta("orbit_decider_decide_seconds_count") > 0
+    assert delta("orbit_decider_commit_seconds_count") > 0
+    assert delta("orbit_outbox_published_total", service="gateway") >= RUNS  # the wake-ups
+    assert delta("orbit_outbox_published_total", service="decider") >= 2 * RUNS + 1
+    assert delta("orbit_timers_fired_total", kind="retry") == 1
+    assert delta("orbit_timer_lateness_seconds_count", kind="retry") == 1
+    assert value(after, "orbit_worker_sessions_online") >= 1
+    assert delta("orbit_messages_parked_total", queue="decider") == 0
+
+    # The decider, dispatcher and timer share one server on ORBIT_METRICS_PORT,
+    # with the same registry as the gateway's /metrics.
+    for key in (
+        ("orbit_executions_started_total", (("workflow", "metered"),)),
+        ("orbit_steps_retried_total", tuple(sorted(flaky.items()))),
+    ):
+        assert elsewhere[key] == after[key]
+
+    # Bounded labels: no execution id, token or worker id in any label value.
+    for (_name, labels), _ in after.items():
+        for _label, label_value in labels:
+            assert "metered-" not in label_value
+            assert "e2e" not in label_value
+    assert "metered-" not in text
+
+    # Closing the services' connections is not a loss.
+    assert REGISTRY.get_sample_value("orbit_amqp_connection_losses_total") == losses
+
+    # The last service stopped took the metrics server with it.
+    with socket.socket() as probe:
+        assert probe.connect_ex(("127.0.0.1", metrics_port)) != 0
