@@ -11,20 +11,18 @@ succeeds exactly once.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sys
 from collections import Counter
 from typing import Any
 
 from orbit_model.events import StepSucceeded, WorkflowCompleted
-from orbit_runtime.settings import Settings
 from orbit_runtime.store import EventStore
 from orbit_sdk import TaskContext, task
 from tests.e2e.stack import running_stack
 from tests.integration.conftest import OrbitEnv
 from tests.integration.eventually import eventually
 
+from .processes import orbit_process
 from .workflows import THREE_STEPS_YAML
 
 EXECUTIONS = 200
@@ -35,23 +33,9 @@ async def greet(inp: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
     return {"greeting": f"hi {inp['name']}"[:40]}
 
 
-async def _decider_process(settings: Settings) -> asyncio.subprocess.Process:
-    env = {
-        **os.environ,
-        "ORBIT_DATABASE_URL": settings.database_url,
-        "ORBIT_AMQP_URL": settings.amqp_url,
-        "ORBIT_NAMESPACE": settings.namespace,
-        "ORBIT_DECIDER_PARTITIONS": str(settings.decider_partitions),
-        "ORBIT_LOG_LEVEL": "WARNING",
-    }
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "orbit_sdk", "service", "decider", env=env
-    )
-
-
 async def test_a_killed_decider_loses_nothing_and_repeats_nothing(orbit_env: OrbitEnv) -> None:
     settings = orbit_env.settings
-    decider = await _decider_process(settings)
+    decider = await orbit_process(settings, "service", "decider")
     store = await EventStore.connect(settings.database_url)
     try:
         async with running_stack(
@@ -72,13 +56,13 @@ async def test_a_killed_decider_loses_nothing_and_repeats_nothing(orbit_env: Orb
             decider.send_signal(signal.SIGKILL)
             await decider.wait()
             assert await completed() < EXECUTIONS
-            decider = await _decider_process(settings)
+            decider = await orbit_process(settings, "service", "decider")
             # Then a graceful stop mid-run: it finishes its batch, exits 0, loses nothing.
             before = await completed()
             await eventually(completed, lambda n: n > before, timeout=30, what="progress")
             decider.send_signal(signal.SIGTERM)
             assert await asyncio.wait_for(decider.wait(), timeout=15) == 0
-            decider = await _decider_process(settings)
+            decider = await orbit_process(settings, "service", "decider")
             await eventually(
                 completed, lambda n: n == EXECUTIONS, timeout=60, what="every completion"
             )

@@ -7,9 +7,7 @@ idempotency key and ``redelivery: true``, and the step succeeds once.
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
-import sys
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -24,6 +22,8 @@ from orbit_sdk import TaskContext, Worker, task
 from tests.e2e.stack import Stack, running_stack
 from tests.integration.conftest import OrbitEnv
 from tests.integration.eventually import eventually
+
+from .processes import orbit_process
 
 SLOW = """
 orbit: 1
@@ -43,18 +43,8 @@ async def quick(inp: Any, ctx: TaskContext) -> dict[str, Any]:
 
 
 async def _slow_worker(settings: Settings, marker: Path) -> asyncio.subprocess.Process:
-    env = {
-        **os.environ,
-        "ORBIT_AMQP_URL": settings.amqp_url,
-        "ORBIT_NAMESPACE": settings.namespace,
-        "ORBIT_DECIDER_PARTITIONS": str(settings.decider_partitions),
-        "ORBIT_HEARTBEAT_INTERVAL_MS": str(settings.heartbeat_interval_ms),
-        "ORBIT_SESSION_TIMEOUT_MS": str(settings.session_timeout_ms),
-        "ORBIT_LOG_LEVEL": "WARNING",
-        "ORBIT_TEST_MARKER": str(marker),
-    }
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "orbit_sdk", "worker", "tests.faults.slow_worker:worker", env=env
+    return await orbit_process(
+        settings, "worker", "tests.faults.slow_worker:worker", ORBIT_TEST_MARKER=str(marker)
     )
 
 

@@ -9,20 +9,19 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import os
 import signal
-import sys
 import time
 from typing import Any
 
 from orbit_model.events import TimerFired, TimerStarted
-from orbit_runtime.settings import Settings
 from orbit_runtime.store import EventStore
 from orbit_sdk import TaskContext, TaskError, task
 from orbit_services.timer import TimerService
 from tests.e2e.stack import running_stack
 from tests.integration.conftest import OrbitEnv
 from tests.integration.eventually import eventually
+
+from .processes import orbit_process
 
 SLEEPER = """
 orbit: 1
@@ -133,20 +132,6 @@ async def test_a_thousand_sleeps_with_two_timer_replicas_fire_once_each(
             await store.close()
 
 
-async def _timer_process(settings: Settings) -> asyncio.subprocess.Process:
-    env = {
-        **os.environ,
-        "ORBIT_DATABASE_URL": settings.database_url,
-        "ORBIT_AMQP_URL": settings.amqp_url,
-        "ORBIT_NAMESPACE": settings.namespace,
-        "ORBIT_DECIDER_PARTITIONS": str(settings.decider_partitions),
-        "ORBIT_LOG_LEVEL": "WARNING",
-    }
-    return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "orbit_sdk", "service", "timer", env=env
-    )
-
-
 async def test_a_killed_timer_service_fires_each_pending_timer_once(orbit_env: OrbitEnv) -> None:
     ids = [f"k-{n}" for n in range(1000)]
     settings = orbit_env.settings
@@ -162,7 +147,7 @@ async def test_a_killed_timer_service_fires_each_pending_timer_once(orbit_env: O
 
             # No timer service yet: all 1,000 timers wait in the table.
             await eventually(pending, lambda n: n == len(ids), timeout=30, what="every timer")
-            timer = await _timer_process(settings)
+            timer = await orbit_process(settings, "service", "timer")
             # Killed in the middle of firing them.
             await eventually(
                 lambda: _completed(store, len(ids)), lambda n: n > 0, what="a first firing"
@@ -170,7 +155,7 @@ async def test_a_killed_timer_service_fires_each_pending_timer_once(orbit_env: O
             timer.send_signal(signal.SIGKILL)
             await timer.wait()
             assert await pending() > 0
-            timer = await _timer_process(settings)
+            timer = await orbit_process(settings, "service", "timer")
             await eventually(
                 lambda: _completed(store, len(ids)),
                 lambda n: n == len(ids),
