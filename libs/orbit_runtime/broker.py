@@ -222,6 +222,7 @@ class Publisher:
         correlation_id: str | None = None,
         reply_to: str | None = None,
         persistent: bool = True,
+        headers: dict[str, Any] | None = None,
     ) -> None:
         message = aio_pika.Message(
             body,
@@ -233,6 +234,7 @@ class Publisher:
             ),
             correlation_id=correlation_id,
             reply_to=reply_to,
+            headers=headers,
         )
         target = await self._exchange(exchange)
         await target.publish(message, routing_key, mandatory=exchange != "")

@@ -58,6 +58,7 @@ from orbit_runtime.broker import Topology
 from orbit_runtime.sessions import SessionRegistry
 from orbit_runtime.settings import Settings
 from orbit_runtime.store import Append, AppendConflict, EventStore, OutboxMessage
+from orbit_runtime.tracing import SpanRecorder
 
 log = logging.getLogger("orbit.decider")
 
@@ -132,6 +133,8 @@ class Deciding:
         settings: Settings,
         clock: Callable[[], int] = epoch_ms,
         cache_size: int = 20_000,
+        *,
+        spans: SpanRecorder | None = None,
     ) -> None:
         self.store = store
         self.topology = topology
@@ -142,6 +145,8 @@ class Deciding:
         self.sessions = SessionRegistry(store.pool)
         self.step_clock = metrics.StepClock()
         """Counts the committed events and times attempts (orbit_runtime.metrics)."""
+        self.spans = spans
+        """Turns the committed events into trace spans (orbit_runtime.tracing), if set."""
 
     async def handle(self, inputs: Sequence[DeciderInput]) -> Committed:
         """Decide on ``inputs`` and commit the outcome; retried on conflicts.
@@ -181,6 +186,8 @@ class Deciding:
                     append.events,
                     self._definitions.get(append.state.definition_hash),
                 )
+                if self.spans is not None:
+                    self.spans.committed(states[append.execution_id], append.state, append.events)
             messages = [message for append in appends for message in append.outbox]
             return Committed(ids, messages, sum(len(a.events) for a in appends))
         raise AppendConflict(list(groups))

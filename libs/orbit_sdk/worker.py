@@ -12,6 +12,7 @@ and bring back the tokens to cancel.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import importlib.metadata
 import logging
 import os
@@ -45,6 +46,7 @@ from orbit_model.messages import (
 from orbit_runtime.broker import Publisher, Topology, connect, open_channel
 from orbit_runtime.lifecycle import run_until_stopped
 from orbit_runtime.settings import Settings, load_settings
+from orbit_runtime.tracing import WorkerTracing
 from orbit_sdk.rpc import Requester
 from orbit_sdk.session import ControlSession
 from orbit_sdk.tasks import TASK_FAILED, TaskContext, TaskDefinition, TaskOutcome, task_definition
@@ -157,6 +159,9 @@ class Worker:
         self._stop_requested = asyncio.Event()
         self._stopping = False
         self._shutdown: asyncio.Task[None] | None = None
+        self._tracing: WorkerTracing | None = None
+        if self.settings.otlp_endpoint:
+            self._tracing = WorkerTracing(self.settings.otlp_endpoint, self.worker_id)
 
     @property
     def session_id(self) -> str | None:
@@ -251,6 +256,9 @@ class Worker:
         if self._connection is not None:
             await self._connection.close()
             self._connection = None
+        if self._tracing is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self._tracing.shutdown)
 
     # -- control ----------------------------------------------------------------
 
@@ -380,20 +388,32 @@ class Worker:
         )
         running = _Running(assignment, context, heartbeat_at=_epoch_ms())
         self._running[token] = running
+        span: Any = contextlib.nullcontext(None)
+        if self._tracing is not None:
+            span = self._tracing.task_span(
+                message.headers,
+                f"task {assignment.task}",
+                {
+                    "orbit.execution_id": assignment.execution_id,
+                    "orbit.workflow": assignment.workflow,
+                    "orbit.unit": assignment.unit,
+                    "orbit.task": assignment.task,
+                    "orbit.task_version": assignment.task_version,
+                    "orbit.attempt": assignment.attempt,
+                },
+            )
         try:
-            running.run = asyncio.create_task(definition.run(assignment.input, context))
-            try:
-                outcome = await running.run
-            except asyncio.CancelledError:
-                current = asyncio.current_task()
-                if current is not None and current.cancelling():
-                    raise
-                if running.abandoned:
-                    log.warning("giving back %s of %s", assignment.unit, assignment.execution_id)
+            with span as current:
+                outcome = await self._run(running, definition, assignment, context)
+                if outcome is None:
                     await _settle(message.nack(requeue=True))
                     return
-                # The function cancelled itself (or let a cancellation escape).
-                outcome = TaskOutcome(error=_CANCELLED_ITSELF)
+                if current is not None:
+                    current.set_attribute(
+                        "orbit.outcome", "succeeded" if outcome.error is None else "failed"
+                    )
+                    if outcome.error is not None:
+                        current.set_attribute("orbit.error_code", outcome.error.code)
             result = TaskResult(
                 execution_id=assignment.execution_id,
                 token=token,
@@ -407,6 +427,27 @@ class Worker:
                 await _settle(message.nack(requeue=True))
         finally:
             self._running.pop(token, None)
+
+    async def _run(
+        self,
+        running: _Running,
+        definition: TaskDefinition,
+        assignment: TaskAssignment,
+        context: TaskContext,
+    ) -> TaskOutcome | None:
+        """The outcome of the task function; None when it was abandoned (to give back)."""
+        running.run = asyncio.create_task(definition.run(assignment.input, context))
+        try:
+            return await running.run
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise
+            if running.abandoned:
+                log.warning("giving back %s of %s", assignment.unit, assignment.execution_id)
+                return None
+            # The function cancelled itself (or let a cancellation escape).
+            return TaskOutcome(error=_CANCELLED_ITSELF)
 
     async def _publish_result(self, route: Route, body: bytes) -> bool:
         assert self._results is not None

@@ -37,6 +37,7 @@ from orbit_runtime.metrics import MetricsEndpoint
 from orbit_runtime.outbox import OutboxRelay
 from orbit_runtime.settings import Settings
 from orbit_runtime.store import AppendConflict, EventStore
+from orbit_runtime.tracing import SpanRecorder
 
 log = logging.getLogger("orbit.decider")
 
@@ -84,6 +85,7 @@ class DeciderService:
         self.batches = 0
         """Batches committed so far (for tests and metrics)."""
         self._metrics = MetricsEndpoint(settings.metrics_port, settings.http_host)
+        self._spans: SpanRecorder | None = None
 
     async def start(self) -> None:
         settings = self.settings
@@ -92,7 +94,8 @@ class DeciderService:
         publishing = await open_channel(self._connection)
         await declare_topology(publishing, self.topology)
         self._relay = OutboxRelay(self._store, Publisher(publishing), service=self.name)
-        self._deciding = Deciding(self._store, self.topology, settings)
+        self._spans = SpanRecorder.from_endpoint(settings.otlp_endpoint)
+        self._deciding = Deciding(self._store, self.topology, settings, spans=self._spans)
         consuming = await open_channel(self._connection, prefetch=settings.decider_batch_size)
         self._tasks = [
             asyncio.create_task(self._decide_forever(), name="decider.batches"),
@@ -231,3 +234,6 @@ class DeciderService:
             await self._connection.close()
         if self._store is not None:
             await self._store.close()
+        if self._spans is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.to_thread(self._spans.shutdown)

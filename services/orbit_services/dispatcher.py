@@ -58,6 +58,7 @@ from orbit_runtime.metrics import MetricsEndpoint
 from orbit_runtime.sessions import SessionRegistry
 from orbit_runtime.settings import Settings
 from orbit_runtime.store import EventStore
+from orbit_runtime.tracing import traceparent
 
 log = logging.getLogger("orbit.dispatcher")
 
@@ -205,7 +206,13 @@ class DispatcherService:
             try:
                 await self._queues.ensure(dispatch.task, dispatch.task_version)
                 exchange, key = assignment_route(self.topology, dispatch)
-                await self._forwards.publish(exchange, key, encode(assignment_for(dispatch)))
+                # The attempt's span (ids derived, orbit_runtime.tracing) parents the worker's.
+                headers = {
+                    "traceparent": traceparent(dispatch.execution_id, dispatch.unit, dispatch.token)
+                }
+                await self._forwards.publish(
+                    exchange, key, encode(assignment_for(dispatch)), headers=headers
+                )
             except Exception as error:
                 log.warning(
                     "forwarding %s of %s failed: %r",

@@ -1,0 +1,335 @@
+"""OpenTelemetry traces of executions, built from committed events (docs/operations.md).
+
+Ids are derived, so a trace is found from an execution id alone:
+
+* trace id: the first 16 bytes of ``sha256("orbit-trace:" + EXECUTION_ID)``;
+* execution span id: the first 8 bytes of ``sha256("orbit-span:" + EXECUTION_ID)``;
+* attempt span id: the first 8 bytes of ``sha256(EXECUTION_ID + "\\0" + UNIT + "\\0" + TOKEN)``.
+  A token names one delivery, so a retry or a redelivery is a new span and a
+  replay of the same events is the same span.
+
+Rule for children: a child execution's trace is derived from its **own** id
+(the state does not carry its top-level ancestor, and ids chosen by users may
+contain ``:``, so the root cannot be parsed out of a child id). Its execution
+span carries a link to the parent's attempt span that started it (whose trace
+id is derived from the parent's id: exact when the parent is top-level).
+
+:class:`SpanRecorder` turns the events of a batch into finished spans only
+after the batch committed, so nothing is exported that is not durable. Events
+carry no timestamps: start and end times are this process's wall clock at the
+commit, and the start times of what is open are kept in memory (like
+:class:`~orbit_runtime.metrics.StepClock`); what a decider restart loses is not
+exported. Spans go through the SDK's ``BatchSpanProcessor`` (a bounded queue
+and a background thread): when the collector is down, spans are dropped, never
+waited for, and counted in ``orbit_trace_spans_dropped_total``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections import OrderedDict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import Resource
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor
+from opentelemetry.sdk.util.instrumentation import InstrumentationScope
+from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+from opentelemetry.trace.status import Status, StatusCode
+from prometheus_client import Counter
+
+from orbit_model.events import (
+    StepAttemptFailed,
+    StepAttemptUncertain,
+    StepCancelled,
+    StepDispatched,
+    StepSucceeded,
+    WorkflowCreated,
+    WorkflowStarted,
+)
+from orbit_model.state import ExecutionState
+from orbit_model.units import parse_unit
+
+log = logging.getLogger("orbit.tracing")
+
+SPANS_DROPPED = Counter(
+    "orbit_trace_spans_dropped_total",
+    "Spans dropped because the exporter's queue was full (the collector is slow or down).",
+)
+SPANS_RECORDED = Counter("orbit_trace_spans_recorded_total", "Spans handed to the exporter.")
+
+_SCOPE = InstrumentationScope("orbit", None)
+_SAMPLED = TraceFlags(TraceFlags.SAMPLED)
+
+
+def trace_id(execution_id: str) -> int:
+    """The trace id of an execution (128 bits)."""
+    return int.from_bytes(hashlib.sha256(f"orbit-trace:{execution_id}".encode()).digest()[:16])
+
+
+def execution_span_id(execution_id: str) -> int:
+    """The span id of an execution's own span (64 bits)."""
+    return int.from_bytes(hashlib.sha256(f"orbit-span:{execution_id}".encode()).digest()[:8])
+
+
+def attempt_span_id(execution_id: str, unit: str, token: str) -> int:
+    """The span id of one delivery of a unit (64 bits)."""
+    raw = f"{execution_id}\0{unit}\0{token}".encode()
+    return int.from_bytes(hashlib.sha256(raw).digest()[:8])
+
+
+def traceparent(execution_id: str, unit: str, token: str) -> str:
+    """The W3C ``traceparent`` of an attempt: its span is the parent of the worker's."""
+    return f"00-{trace_id(execution_id):032x}-{attempt_span_id(execution_id, unit, token):016x}-01"
+
+
+def otlp_traces_url(endpoint: str) -> str:
+    """``ORBIT_OTLP_ENDPOINT`` (the collector's base URL) → its traces URL."""
+    return endpoint.rstrip("/") + "/v1/traces"
+
+
+def span_processor(endpoint: str) -> BatchSpanProcessor:
+    """A batching, never-blocking processor exporting OTLP/HTTP to ``endpoint``."""
+    return BatchSpanProcessor(
+        OTLPSpanExporter(endpoint=otlp_traces_url(endpoint)), schedule_delay_millis=500
+    )
+
+
+def _context(execution_id: str, span_id: int) -> SpanContext:
+    return SpanContext(trace_id(execution_id), span_id, is_remote=False, trace_flags=_SAMPLED)
+
+
+@dataclass
+class _Attempt:
+    token: str
+    attempt: int
+    started_ns: int
+
+
+@dataclass
+class _Open:
+    started_ns: int | None = None
+    attempts: dict[str, _Attempt] | None = None
+
+
+class SpanRecorder:
+    """Makes finished spans of the events an append committed; one per decider.
+
+    Args:
+        processor: Where finished spans go (a ``BatchSpanProcessor`` in production).
+        service: The ``service.name`` of the spans' resource.
+        capacity: Executions whose open spans are tracked, least recently touched dropped.
+    """
+
+    def __init__(
+        self,
+        processor: BatchSpanProcessor | Any,
+        service: str = "orbit-decider",
+        capacity: int = 50_000,
+    ) -> None:
+        self.processor = processor
+        self.resource = Resource.create({"service.name": service})
+        self.capacity = capacity
+        self._open: OrderedDict[str, _Open] = OrderedDict()
+
+    @classmethod
+    def from_endpoint(cls, endpoint: str | None) -> SpanRecorder | None:
+        """A recorder exporting to ``endpoint``, or None when it is not set."""
+        if not endpoint:
+            return None
+        return cls(span_processor(endpoint))
+
+    def committed(
+        self,
+        before: ExecutionState,
+        state: ExecutionState,
+        events: Sequence[Any],
+        now_ns: int | None = None,
+    ) -> None:
+        """Record what one committed append (``before`` → ``state``) started and ended."""
+        at = time.time_ns() if now_ns is None else now_ns
+        execution_id = state.execution_id
+        entry = self._entry(execution_id)
+        attempts = entry.attempts if entry.attempts is not None else {}
+        entry.attempts = attempts
+        for event in events:
+            if isinstance(event, WorkflowCreated | WorkflowStarted):
+                if entry.started_ns is None:
+                    entry.started_ns = at
+            elif isinstance(event, StepDispatched):
+                attempts[event.unit] = _Attempt(event.token, event.attempt, at)
+            elif isinstance(event, StepSucceeded):
+                self._end_attempt(state, attempts, event.unit, at, outcome="succeeded")
+            elif isinstance(event, StepAttemptFailed):
+                code = event.error.code
+                self._end_attempt(
+                    state, attempts, event.unit, at, outcome="failed", error_code=code
+                )
+            elif isinstance(event, StepAttemptUncertain):
+                self._end_attempt(state, attempts, event.unit, at, outcome="uncertain")
+            elif isinstance(event, StepCancelled):
+                self._end_attempt(state, attempts, event.unit, at, outcome="cancelled")
+        if state.terminal and not before.terminal:
+            self._end_execution(state, entry, at)
+            self._open.pop(execution_id, None)
+
+    def shutdown(self) -> None:
+        """Export what is queued and stop (blocks: call it off the event loop)."""
+        self.processor.shutdown()
+
+    # -- internals ---------------------------------------------------------------
+
+    def _entry(self, execution_id: str) -> _Open:
+        entry = self._open.get(execution_id)
+        if entry is None:
+            entry = self._open[execution_id] = _Open()
+            while len(self._open) > self.capacity:
+                self._open.popitem(last=False)
+        self._open.move_to_end(execution_id)
+        return entry
+
+    def _attributes(self, state: ExecutionState) -> dict[str, Any]:
+        return {
+            "orbit.execution_id": state.execution_id,
+            "orbit.workflow": state.workflow,
+            "orbit.version": state.version,
+        }
+
+    def _end_attempt(
+        self,
+        state: ExecutionState,
+        attempts: dict[str, _Attempt],
+        unit: str,
+        at: int,
+        *,
+        outcome: str,
+        error_code: str | None = None,
+    ) -> None:
+        opened = attempts.pop(unit, None)
+        if opened is None:
+            return  # dispatched before this process knew the execution
+        execution_id = state.execution_id
+        attributes = self._attributes(state)
+        attributes.update(
+            {
+                "orbit.unit": unit,
+                "orbit.step": _step_of(unit),
+                "orbit.attempt": opened.attempt,
+                "orbit.token": opened.token,
+                "orbit.outcome": outcome,
+            }
+        )
+        if error_code is not None:
+            attributes["orbit.error_code"] = error_code
+        span_id = attempt_span_id(execution_id, unit, opened.token)
+        self._emit(
+            ReadableSpan(
+                name=f"attempt {unit}",
+                context=_context(execution_id, span_id),
+                parent=_context(execution_id, execution_span_id(execution_id)),
+                resource=self.resource,
+                attributes=attributes,
+                kind=SpanKind.INTERNAL,
+                instrumentation_scope=_SCOPE,
+                status=Status(StatusCode.ERROR if error_code else StatusCode.UNSET),
+                start_time=opened.started_ns,
+                end_time=max(at, opened.started_ns),
+            )
+        )
+
+    def _end_execution(self, state: ExecutionState, entry: _Open, at: int) -> None:
+        if entry.started_ns is None:
+            return  # started before this process knew it: its start time is lost
+        execution_id = state.execution_id
+        attributes = self._attributes(state)
+        attributes["orbit.outcome"] = str(state.status)
+        if state.error is not None:
+            attributes["orbit.error_code"] = state.error.code
+        links: list[Link] = []
+        if state.parent_execution_id and state.parent and state.parent_token:
+            parent_unit = state.parent[len(state.parent_execution_id) + 1 :]
+            parent_span = attempt_span_id(
+                state.parent_execution_id, parent_unit, state.parent_token
+            )
+            links.append(Link(_context(state.parent_execution_id, parent_span)))
+            attributes["orbit.parent_execution_id"] = state.parent_execution_id
+        self._emit(
+            ReadableSpan(
+                name=f"execution {state.workflow}",
+                context=_context(execution_id, execution_span_id(execution_id)),
+                parent=None,
+                resource=self.resource,
+                attributes=attributes,
+                links=links,
+                kind=SpanKind.INTERNAL,
+                instrumentation_scope=_SCOPE,
+                status=Status(StatusCode.OK if state.status == "completed" else StatusCode.ERROR),
+                start_time=entry.started_ns,
+                end_time=max(at, entry.started_ns),
+            )
+        )
+
+    def _emit(self, span: ReadableSpan) -> None:
+        if _queue_full(self.processor):
+            SPANS_DROPPED.inc()
+        else:
+            SPANS_RECORDED.inc()
+        self.processor.on_end(span)
+
+
+def _step_of(unit: str) -> str:
+    try:
+        return parse_unit(unit).step
+    except Exception:
+        return unit
+
+
+def _queue_full(processor: Any) -> bool:
+    """Whether the processor will drop the next span (its private queue is full)."""
+    inner = getattr(processor, "_batch_processor", None)
+    queue = getattr(inner, "_queue", None)
+    size = getattr(inner, "_max_queue_size", None)
+    return queue is not None and size is not None and len(queue) >= size
+
+
+class WorkerTracing:
+    """The SDK worker's spans: one around each task, a child of the attempt's span."""
+
+    def __init__(self, endpoint: str, worker_id: str) -> None:
+        self.provider = TracerProvider(
+            resource=Resource.create({"service.name": "orbit-worker", "orbit.worker_id": worker_id})
+        )
+        self.provider.add_span_processor(span_processor(endpoint))
+        self.tracer = self.provider.get_tracer("orbit_sdk")
+        self.worker_id = worker_id
+
+    def task_span(
+        self, headers: Mapping[str, Any] | None, name: str, attributes: dict[str, Any]
+    ) -> Any:
+        """A context manager for the span of one task, joined to ``headers``' trace."""
+        carrier = {k: str(v) for k, v in (headers or {}).items() if k == "traceparent"}
+        parent = TraceContextTextMapPropagator().extract(carrier)
+        attributes = {**attributes, "orbit.worker_id": self.worker_id}
+        return self.tracer.start_as_current_span(
+            name, context=parent, kind=SpanKind.CONSUMER, attributes=attributes
+        )
+
+    def shutdown(self) -> None:
+        self.provider.shutdown()
+
+
+__all__ = [
+    "SpanRecorder",
+    "WorkerTracing",
+    "attempt_span_id",
+    "execution_span_id",
+    "otlp_traces_url",
+    "trace_id",
+    "traceparent",
+]
