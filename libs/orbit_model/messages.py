@@ -177,27 +177,9 @@ class Route(BaseModel):
     routing_key: str
 
 
-class DispatchTask(_Message):
-    """A step the decider dispatched, to be forwarded to its task queue."""
+class _TaskDelivery(_Message):
+    """One attempt of a task: what the decider dispatches and a worker receives."""
 
-    type: Literal["DispatchTask"] = "DispatchTask"
-    execution_id: str
-    workflow: str
-    unit: str
-    task: str
-    task_version: str
-    token: str
-    attempt: int
-    idempotency_key: str
-    redelivery: bool = False
-    input: JsonValue = None
-    result_route: Route
-
-
-class TaskAssignment(_Message):
-    """One attempt of a task, as a worker receives it."""
-
-    type: Literal["TaskAssignment"] = "TaskAssignment"
     execution_id: str
     workflow: str
     unit: str
@@ -212,6 +194,18 @@ class TaskAssignment(_Message):
     """True when an earlier delivery of this attempt may have run (its worker was lost)."""
     input: JsonValue = None
     result_route: Route
+
+
+class DispatchTask(_TaskDelivery):
+    """A step the decider dispatched, to be forwarded to its task queue."""
+
+    type: Literal["DispatchTask"] = "DispatchTask"
+
+
+class TaskAssignment(_TaskDelivery):
+    """One attempt of a task, as a worker receives it."""
+
+    type: Literal["TaskAssignment"] = "TaskAssignment"
 
 
 # -- worker control (request and reply) -------------------------------------

@@ -69,19 +69,7 @@ def task_key(task: str, version: str) -> str:
 
 def assignment_for(dispatch: DispatchTask) -> TaskAssignment:
     """What the worker receives for a dispatched step."""
-    return TaskAssignment(
-        execution_id=dispatch.execution_id,
-        workflow=dispatch.workflow,
-        unit=dispatch.unit,
-        task=dispatch.task,
-        task_version=dispatch.task_version,
-        token=dispatch.token,
-        attempt=dispatch.attempt,
-        idempotency_key=dispatch.idempotency_key,
-        redelivery=dispatch.redelivery,
-        input=dispatch.input,
-        result_route=dispatch.result_route,
-    )
+    return TaskAssignment(**dispatch.model_dump(exclude={"type"}))
 
 
 def assignment_route(topology: Topology, dispatch: DispatchTask) -> tuple[str, str]:

@@ -44,11 +44,6 @@ class OutboxMessage:
 
 
 @dataclass(frozen=True)
-class StoredOutboxMessage(OutboxMessage):
-    id: int = 0
-
-
-@dataclass(frozen=True)
 class Append:
     """New events of one execution, and what they change around them.
 
@@ -203,16 +198,8 @@ class EventStore:
         row = await self.pool.fetchrow(sql.EXECUTION_BY_ID, execution_id)
         if row is None:
             return None
-        return ExecutionRow(
-            execution_id=row["execution_id"],
-            position=row["position"],
-            workflow=row["workflow"],
-            version=row["version"],
-            definition_hash=row["definition_hash"],
-            status=row["status"],
-            parent=row["parent"],
-            created_at=row["created_at"],
-            closed_at=row["closed_at"],
+        return _execution_row(
+            row,
             input=_loads(row["input"]),
             output=_loads(row["output"]),
             error=_loads(row["error"]),
@@ -228,20 +215,7 @@ class EventStore:
     ) -> list[ExecutionRow]:
         """Executions newest first; ``before`` is the position the last page ended at."""
         rows = await self.pool.fetch(sql.LIST_EXECUTIONS, status, workflow, before, limit)
-        return [
-            ExecutionRow(
-                execution_id=row["execution_id"],
-                position=row["position"],
-                workflow=row["workflow"],
-                version=row["version"],
-                definition_hash=row["definition_hash"],
-                status=row["status"],
-                parent=row["parent"],
-                created_at=row["created_at"],
-                closed_at=row["closed_at"],
-            )
-            for row in rows
-        ]
+        return [_execution_row(row) for row in rows]
 
     async def count_running(self) -> int:
         return int(await self.pool.fetchval(sql.COUNT_RUNNING))
@@ -300,6 +274,22 @@ class EventStore:
     async def delete_outbox(self, ids: Sequence[int]) -> None:
         if ids:
             await self.pool.execute(sql.DELETE_OUTBOX, list(ids))
+
+
+def _execution_row(row: asyncpg.Record, **details: Any) -> ExecutionRow:
+    """The columns a listing reads, plus what a lookup adds (``details``)."""
+    return ExecutionRow(
+        execution_id=row["execution_id"],
+        position=row["position"],
+        workflow=row["workflow"],
+        version=row["version"],
+        definition_hash=row["definition_hash"],
+        status=row["status"],
+        parent=row["parent"],
+        created_at=row["created_at"],
+        closed_at=row["closed_at"],
+        **details,
+    )
 
 
 def _event_columns(appends: Sequence[Append]) -> tuple[list[Any], ...]:
