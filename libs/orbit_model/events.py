@@ -58,6 +58,8 @@ class WorkflowCreated(_Event):
     """For a child workflow: the execution its outcome is reported to."""
     parent_token: str | None = None
     """For a child workflow: the delivery token of the parent step it answers."""
+    root_execution_id: str | None = None
+    """For a child workflow: the top-level execution it descends from (its trace's)."""
 
 
 class ParentReattached(_Event):
@@ -129,6 +131,8 @@ class StepSucceeded(_Event):
     attempt: int = 0
     signal: int | None = None
     """For an ``await`` unit: the position of the buffered signal it took."""
+    worker_id: str | None = None
+    """For a task: the worker that returned the output."""
 
 
 class StepAttemptFailed(_Event):
@@ -136,6 +140,8 @@ class StepAttemptFailed(_Event):
     unit: str
     attempt: int
     error: TaskFailure
+    worker_id: str | None = None
+    """The worker that reported the failure (None when Orbit failed the attempt)."""
 
 
 class StepAttemptUncertain(_Event):

@@ -40,6 +40,7 @@ def start_execution(
     parent: str | None = None,
     parent_execution_id: str | None = None,
     parent_token: str | None = None,
+    root_execution_id: str | None = None,
 ) -> WorkflowCreated:
     """The first event of a new execution, its input checked and defaults applied.
 
@@ -58,6 +59,7 @@ def start_execution(
         parent=parent,
         parent_execution_id=parent_execution_id,
         parent_token=parent_token,
+        root_execution_id=root_execution_id,
     )
 
 
@@ -67,8 +69,10 @@ def accept_result(
     token: str,
     output: Any = None,
     error: TaskFailure | None = None,
+    *,
+    worker_id: str | None = None,
 ) -> list[Event]:
-    """Record a worker's result for the delivery ``token``.
+    """Record a worker's result for the delivery ``token`` (from ``worker_id``, if known).
 
     A success is accepted from any delivery of a unit not yet resolved (the
     work really happened); a failure only from the delivery in flight. An
@@ -86,7 +90,7 @@ def accept_result(
         if token != unit.token:
             reason = "a failure of a delivery that is no longer in flight"
             return [StaleResultIgnored(unit=key, token=token, reason=reason)]
-        return [StepAttemptFailed(unit=key, attempt=attempt, error=error)]
+        return [StepAttemptFailed(unit=key, attempt=attempt, error=error, worker_id=worker_id)]
     contract = _output_contract(definition, key)
     if contract is not None:
         try:
@@ -100,8 +104,8 @@ def accept_result(
             if token != unit.token:
                 reason = "a broken output of a delivery no longer in flight"
                 return [StaleResultIgnored(unit=key, token=token, reason=reason)]
-            return [StepAttemptFailed(unit=key, attempt=attempt, error=failed)]
-    return [StepSucceeded(unit=key, output=output, attempt=attempt)]
+            return [StepAttemptFailed(unit=key, attempt=attempt, error=failed, worker_id=worker_id)]
+    return [StepSucceeded(unit=key, output=output, attempt=attempt, worker_id=worker_id)]
 
 
 def _output_contract(definition: WorkflowIR, key: str) -> Any:

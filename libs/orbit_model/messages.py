@@ -109,6 +109,8 @@ class TaskResult(_Message):
     output: JsonValue = None
     error: TaskFailure | None = None
     worker_id: str | None = None
+    started_at: int | None = None
+    """When the worker began the task (its clock, epoch ms): for schedule-to-start."""
 
 
 class TimerDue(_Message):
@@ -146,6 +148,8 @@ class StartChild(_Message):
     """``PARENT_ID:UNIT``, for people."""
     parent_execution_id: str
     parent_token: str
+    root_execution_id: str | None = None
+    """The top-level execution the parent descends from: the child joins its trace."""
 
 
 class CancelChild(_Message):
@@ -200,6 +204,8 @@ class DispatchTask(_TaskDelivery):
     """A step the decider dispatched, to be forwarded to its task queue."""
 
     type: Literal["DispatchTask"] = "DispatchTask"
+    traceparent: str | None = None
+    """The W3C trace context of this attempt's span, sent on as the task's AMQP header."""
 
 
 class TaskAssignment(_TaskDelivery):

@@ -133,6 +133,8 @@ class ExecutionState(_Frozen):
     parent: str | None = None
     parent_execution_id: str | None = None
     parent_token: str | None = None
+    root_execution_id: str | None = None
+    """For a child: the top-level execution it descends from; see :attr:`trace_root`."""
     status: ExecutionStatus = "new"
     input: JsonValue = None
     units: dict[str, UnitState] = Field(default_factory=dict)
@@ -147,6 +149,11 @@ class ExecutionState(_Frozen):
     error: TaskFailure | None = None
     compensation: CompensationOutcome = "none"
     last_seq: int = 0
+
+    @property
+    def trace_root(self) -> str:
+        """The top-level execution whose trace this one belongs to (itself when top-level)."""
+        return self.root_execution_id or self.execution_id
 
     @property
     def terminal(self) -> bool:
@@ -242,6 +249,7 @@ def _changes(state: ExecutionState, event: Event) -> dict[str, Any]:
                 "parent": event.parent,
                 "parent_execution_id": event.parent_execution_id,
                 "parent_token": event.parent_token,
+                "root_execution_id": event.root_execution_id,
                 "status": "created",
             }
         case WorkflowStarted():

@@ -58,7 +58,7 @@ from orbit_runtime.broker import Topology
 from orbit_runtime.sessions import SessionRegistry
 from orbit_runtime.settings import Settings
 from orbit_runtime.store import Append, AppendConflict, EventStore, OutboxMessage
-from orbit_runtime.tracing import SpanRecorder
+from orbit_runtime.tracing import SpanRecorder, traceparent
 
 log = logging.getLogger("orbit.decider")
 
@@ -180,6 +180,9 @@ class Deciding:
             metrics.DECIDER_BATCH_INPUTS.observe(len(inputs))
             for append in appends:
                 self.states.put(append.execution_id, append.state)
+                for item in groups[append.execution_id]:
+                    if isinstance(item, TaskResult):
+                        self.step_clock.task_started(item.execution_id, item.token, item.started_at)
                 self.step_clock.committed(
                     states[append.execution_id],
                     append.state,
@@ -285,7 +288,9 @@ class Deciding:
         try:
             if isinstance(item, TaskResult):
                 output, error = self._storable_result(item)
-                return accept_result(state, ir, item.token, output=output, error=error)
+                return accept_result(
+                    state, ir, item.token, output=output, error=error, worker_id=item.worker_id
+                )
             if isinstance(item, TimerDue):
                 at = max(now, item.due_at or 0)
                 if item.key in held:
@@ -393,6 +398,7 @@ class Deciding:
                 parent=f"{state.execution_id}:{event.unit}",
                 parent_execution_id=state.execution_id,
                 parent_token=event.token,
+                root_execution_id=state.trace_root,
             )
             route = self.topology.decider_route(child_id)
             return OutboxMessage(route.exchange, route.routing_key, encode(start))
@@ -410,6 +416,7 @@ class Deciding:
             redelivery=event.redelivery,
             input=unit.input,
             result_route=self.topology.decider_route(state.execution_id),
+            traceparent=traceparent(state.trace_root, state.execution_id, event.unit, event.token),
         )
         return OutboxMessage(self.topology.dispatch, "dispatch", encode(dispatch))
 
@@ -489,6 +496,7 @@ class Deciding:
                 parent=start.parent,
                 parent_execution_id=start.parent_execution_id,
                 parent_token=start.parent_token,
+                root_execution_id=start.root_execution_id,
             )
         except OrbitError as error:
             failure = TaskFailure(code=error.code.value, message=error.message, retryable=False)

@@ -69,7 +69,7 @@ def task_key(task: str, version: str) -> str:
 
 def assignment_for(dispatch: DispatchTask) -> TaskAssignment:
     """What the worker receives for a dispatched step."""
-    return TaskAssignment(**dispatch.model_dump(exclude={"type"}))
+    return TaskAssignment(**dispatch.model_dump(exclude={"type", "traceparent"}))
 
 
 def assignment_route(topology: Topology, dispatch: DispatchTask) -> tuple[str, str]:

@@ -22,6 +22,7 @@ import logging
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from prometheus_client import (
@@ -95,6 +96,14 @@ STEP_DURATION = Histogram(
     buckets=_DURATION_BUCKETS,
 )
 
+STEP_SCHEDULE_TO_START = Histogram(
+    "orbit_step_schedule_to_start_seconds",
+    "From an attempt's dispatch (the decider's clock) to its worker starting it (the"
+    " worker's clock, so hosts' clock skew is in it): how long tasks wait for a worker.",
+    ["task"],
+    buckets=_DURATION_BUCKETS,
+)
+
 # -- the decider's batches -----------------------------------------------------
 
 DECIDER_BATCH_INPUTS = Histogram(
@@ -131,6 +140,18 @@ OUTBOX_SWEPT = Counter(
     "Outbox messages left behind by their writer and published by the sweep.",
     ["service"],
 )
+OUTBOX_RELAY_LAG = Histogram(
+    "orbit_outbox_relay_lag_seconds",
+    "From a commit to the broker's confirm of the messages it wrote, per batch.",
+    ["service"],
+    buckets=_LATENCY_BUCKETS,
+)
+OUTBOX_DEPTH = Gauge(
+    "orbit_outbox_depth", "Outbox rows not yet published (the timer service counts them)."
+)
+OUTBOX_OLDEST = Gauge(
+    "orbit_outbox_oldest_seconds", "Age of the oldest unpublished outbox row; 0 when none."
+)
 OUTBOX_SWEEP_LAG = Histogram(
     "orbit_outbox_sweep_lag_seconds",
     "Age of each outbox row the sweep published (commit to publish).",
@@ -145,11 +166,21 @@ TIMERS_FIRED = Counter(
     "Timers fired, by kind (retry, timer, timeout, schedule, heartbeat, workflow).",
     ["kind"],
 )
+TIMERS_DUE = Gauge(
+    "orbit_timers_due",
+    "Timers past their due time and not fired yet (the timer service counts them).",
+)
 TIMER_LATENESS = Histogram(
     "orbit_timer_lateness_seconds",
     "How long after its due time a timer fired.",
     ["kind"],
     buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60),
+)
+
+EXECUTIONS_ACTIVE = Gauge(
+    "orbit_executions_active",
+    "Executions created or running, by workflow (the timer service counts them).",
+    ["workflow"],
 )
 
 # -- worker sessions -----------------------------------------------------------
@@ -179,6 +210,13 @@ AMQP_CONNECTION_LOSSES = Counter(
 )
 AMQP_RECONNECTS = Counter(
     "orbit_amqp_reconnects_total", "Connections to RabbitMQ restored after a loss."
+)
+POSTGRES_CONNECTION_LOSSES = Counter(
+    "orbit_postgres_connection_losses_total",
+    "Pooled connections to Postgres that ended without the service closing them.",
+)
+POSTGRES_RECONNECTS = Counter(
+    "orbit_postgres_reconnects_total", "Connections to Postgres opened again after a loss."
 )
 
 
@@ -241,6 +279,16 @@ class MetricsEndpoint:
             server.server_close()
 
 
+@dataclass(frozen=True)
+class _Dispatched:
+    at: float
+    """When its StepDispatched committed, on this process's monotonic clock."""
+    task: str
+    token: str
+    wall_ms: int
+    """The same moment on the wall clock (epoch ms), to compare with a worker's."""
+
+
 _TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "timed_out"})
 
 
@@ -258,7 +306,7 @@ class StepClock:
 
     def __init__(self, capacity: int = 50_000) -> None:
         self.capacity = capacity
-        self._started: OrderedDict[str, dict[str, tuple[float, str]]] = OrderedDict()
+        self._started: OrderedDict[str, dict[str, _Dispatched]] = OrderedDict()
 
     def committed(
         self,
@@ -266,10 +314,13 @@ class StepClock:
         state: ExecutionState,
         events: Sequence[Any],
         ir: WorkflowIR | None,
+        *,
         now: float | None = None,
+        now_ms: int | None = None,
     ) -> None:
         """Count the events one append committed (``before`` → ``state``)."""
         at = time.monotonic() if now is None else now
+        wall_ms = int(time.time() * 1000) if now_ms is None else now_ms
         workflow = state.workflow
         execution_id = state.execution_id
         for event in events:
@@ -289,7 +340,7 @@ class StepClock:
                 STEPS_DISPATCHED.labels(*labels).inc()
                 if event.redelivery:
                     STEPS_REDELIVERED.labels(*labels).inc()
-                self._start(execution_id, unit, at, task)
+                self._start(execution_id, unit, _Dispatched(at, task, event.token, wall_ms))
             elif isinstance(event, StepSucceeded):
                 STEPS_SUCCEEDED.labels(*labels).inc()
                 self._stop(execution_id, unit, at, "succeeded")
@@ -308,9 +359,19 @@ class StepClock:
                 EXECUTIONS_FINISHED.labels(workflow, status).inc()
             self._started.pop(execution_id, None)
 
-    def _start(self, execution_id: str, unit: str, at: float, task: str) -> None:
+    def task_started(self, execution_id: str, token: str, started_at: int | None) -> None:
+        """A worker's result says when it began ``token``'s attempt (its epoch ms)."""
+        if started_at is None:
+            return
+        for dispatched in self._started.get(execution_id, {}).values():
+            if dispatched.token == token:
+                waited = max(started_at - dispatched.wall_ms, 0) / 1000
+                STEP_SCHEDULE_TO_START.labels(dispatched.task).observe(waited)
+                return
+
+    def _start(self, execution_id: str, unit: str, dispatched: _Dispatched) -> None:
         units = self._started.setdefault(execution_id, {})
-        units[unit] = (at, task)
+        units[unit] = dispatched
         self._started.move_to_end(execution_id)
         while len(self._started) > self.capacity:
             self._started.popitem(last=False)
@@ -319,10 +380,10 @@ class StepClock:
         units = self._started.get(execution_id)
         if not units or unit not in units:
             return
-        started, task = units.pop(unit)
+        dispatched = units.pop(unit)
         if not units:
             self._started.pop(execution_id, None)
-        STEP_DURATION.labels(task, outcome).observe(max(at - started, 0.0))
+        STEP_DURATION.labels(dispatched.task, outcome).observe(max(at - dispatched.at, 0.0))
 
     def __len__(self) -> int:
         return len(self._started)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Sequence
 
 from orbit_runtime import metrics, sql
@@ -50,6 +51,7 @@ class OutboxRelay:
         """
         if not messages:
             return
+        handed = time.perf_counter()
         try:
             await self.publisher.publish_many(
                 (message.exchange, message.routing_key, message.body) for message in messages
@@ -63,6 +65,7 @@ class OutboxRelay:
             )
             return
         metrics.OUTBOX_PUBLISHED.labels(self.service).inc(len(messages))
+        metrics.OUTBOX_RELAY_LAG.labels(self.service).observe(time.perf_counter() - handed)
         try:
             await self.store.delete_outbox(ids)
         except Exception as error:

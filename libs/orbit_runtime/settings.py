@@ -57,6 +57,8 @@ class Settings(BaseSettings):
     """Where the services other than the gateway serve ``/metrics`` (on
     ``http_host``); unset: they serve none. The gateway always serves it on
     its own port."""
+    gauge_interval_ms: int = Field(10_000, ge=100)
+    """How often the timer service counts active executions, timers due and the outbox."""
     log_level: str = Field("INFO", pattern=r"^(?i:debug|info|warning|error|critical)$")
     log_format: str = Field("text", pattern=r"^(text|json)$")
     decider_partitions: int = Field(4, ge=1, le=256)

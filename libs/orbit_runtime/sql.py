@@ -104,6 +104,18 @@ LIMIT $4
 
 COUNT_RUNNING = "SELECT count(*) FROM executions WHERE status = 'running'"
 
+# The gauges the timer service refreshes (orbit_runtime.gauges): each answered
+# from an index, so their cost follows what is active, not what ever ran.
+ACTIVE_EXECUTIONS_BY_WORKFLOW = """
+SELECT workflow, count(*) AS active FROM executions
+WHERE status IN ('created', 'running') GROUP BY workflow
+"""
+BACKLOG = """
+SELECT (SELECT count(*) FROM timers WHERE due_at <= $1) AS timers_due,
+       (SELECT count(*) FROM outbox) AS outbox_depth,
+       (SELECT extract(epoch FROM now() - min(created_at)) FROM outbox) AS outbox_oldest_s
+"""
+
 # -- timers ------------------------------------------------------------------
 
 UPSERT_TIMERS = """

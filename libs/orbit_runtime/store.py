@@ -22,7 +22,7 @@ from orbit_model.compiler import Definition, definition_from_ir
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.events import Event, event_from_json, event_to_json
 from orbit_model.state import ExecutionState
-from orbit_runtime import sql
+from orbit_runtime import metrics, sql
 from orbit_runtime.errors import translate_connect_error
 
 
@@ -111,21 +111,66 @@ def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
 
 
+@dataclass(frozen=True)
+class Backlog:
+    timers_due: int
+    """Timers whose due time has passed and that have not fired yet."""
+    outbox_depth: int
+    """Outbox rows not yet published (normally published within milliseconds)."""
+    outbox_oldest_seconds: float
+    """Age of the oldest outbox row; 0 when there is none."""
+
+
+class _ConnectionWatch:
+    """Counts a pool's Postgres connections lost, and the reconnects after them.
+
+    Every connection the pool opens gets a termination listener; a
+    termination while the pool is not closing is a loss (the pool never
+    closes idle connections by itself: ``max_inactive_connection_lifetime``
+    is 0). The next connection the pool opens after a loss is a reconnect.
+    """
+
+    def __init__(self) -> None:
+        self.closing = False
+        self._unanswered_losses = 0
+
+    async def on_connect(self, connection: asyncpg.Connection) -> None:
+        if self._unanswered_losses:
+            self._unanswered_losses -= 1
+            metrics.POSTGRES_RECONNECTS.inc()
+        connection.add_termination_listener(self._on_terminated)
+
+    def _on_terminated(self, _connection: object) -> None:
+        if not self.closing:
+            self._unanswered_losses += 1
+            metrics.POSTGRES_CONNECTION_LOSSES.inc()
+
+
 class EventStore:
     """Orbit's tables behind a few methods; every statement comes from :mod:`orbit_runtime.sql`."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, watch: _ConnectionWatch | None = None) -> None:
         self.pool = pool
+        self._watch = watch
 
     @classmethod
     async def connect(cls, url: str, min_size: int = 2, max_size: int = 10) -> EventStore:
+        watch = _ConnectionWatch()
         try:
-            pool = await asyncpg.create_pool(url, min_size=min_size, max_size=max_size)
+            pool = await asyncpg.create_pool(
+                url,
+                min_size=min_size,
+                max_size=max_size,
+                init=watch.on_connect,
+                max_inactive_connection_lifetime=0,
+            )
         except (OSError, asyncpg.PostgresError) as error:
             raise translate_connect_error("Postgres", url, error) from error
-        return cls(pool)
+        return cls(pool, watch)
 
     async def close(self) -> None:
+        if self._watch is not None:
+            self._watch.closing = True
         await self.pool.close()
 
     async def ping(self) -> None:
@@ -219,6 +264,22 @@ class EventStore:
 
     async def count_running(self) -> int:
         return int(await self.pool.fetchval(sql.COUNT_RUNNING))
+
+    async def active_executions(self) -> dict[str, int]:
+        """Executions created or running, by workflow."""
+        rows = await self.pool.fetch(sql.ACTIVE_EXECUTIONS_BY_WORKFLOW)
+        return {row["workflow"]: int(row["active"]) for row in rows}
+
+    async def backlog(self, now_ms: int) -> Backlog:
+        """What waits to be done: timers due by ``now_ms`` and the outbox."""
+        row = await self.pool.fetchrow(sql.BACKLOG, now_ms)
+        assert row is not None  # one row of sub-selects
+        oldest = row["outbox_oldest_s"]
+        return Backlog(
+            timers_due=int(row["timers_due"]),
+            outbox_depth=int(row["outbox_depth"]),
+            outbox_oldest_seconds=max(float(oldest), 0.0) if oldest is not None else 0.0,
+        )
 
     # -- definitions -----------------------------------------------------------
 

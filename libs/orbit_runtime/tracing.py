@@ -2,17 +2,18 @@
 
 Ids are derived, so a trace is found from an execution id alone:
 
-* trace id: the first 16 bytes of ``sha256("orbit-trace:" + EXECUTION_ID)``;
+* trace id: the first 16 bytes of ``sha256("orbit-trace:" + ROOT_ID)``, where
+  ``ROOT_ID`` is the top-level execution's id: a child execution is in the
+  trace of the execution that (perhaps through other children) started it;
 * execution span id: the first 8 bytes of ``sha256("orbit-span:" + EXECUTION_ID)``;
 * attempt span id: the first 8 bytes of ``sha256(EXECUTION_ID + "\\0" + UNIT + "\\0" + TOKEN)``.
   A token names one delivery, so a retry or a redelivery is a new span and a
   replay of the same events is the same span.
 
-Rule for children: a child execution's trace is derived from its **own** id
-(the state does not carry its top-level ancestor, and ids chosen by users may
-contain ``:``, so the root cannot be parsed out of a child id). Its execution
-span carries a link to the parent's attempt span that started it (whose trace
-id is derived from the parent's id: exact when the parent is top-level).
+The execution span of a top-level execution is a root; a child's execution
+span is a child of the span of the parent's attempt that started it (the
+root's id travels in ``StartChild`` and is kept in the child's
+``WorkflowCreated``), and every attempt span is a child of its execution's span.
 
 :class:`SpanRecorder` turns the events of a batch into finished spans only
 after the batch committed, so nothing is exported that is not durable. Events
@@ -39,7 +40,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
+from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.trace.status import Status, StatusCode
 from prometheus_client import Counter
@@ -84,9 +85,13 @@ def attempt_span_id(execution_id: str, unit: str, token: str) -> int:
     return int.from_bytes(hashlib.sha256(raw).digest()[:8])
 
 
-def traceparent(execution_id: str, unit: str, token: str) -> str:
-    """The W3C ``traceparent`` of an attempt: its span is the parent of the worker's."""
-    return f"00-{trace_id(execution_id):032x}-{attempt_span_id(execution_id, unit, token):016x}-01"
+def traceparent(trace_root: str, execution_id: str, unit: str, token: str) -> str:
+    """The W3C ``traceparent`` of an attempt: its span is the parent of the worker's.
+
+    ``trace_root`` is the top-level execution (``ExecutionState.trace_root``).
+    """
+    span = attempt_span_id(execution_id, unit, token)
+    return f"00-{trace_id(trace_root):032x}-{span:016x}-01"
 
 
 def otlp_traces_url(endpoint: str) -> str:
@@ -94,21 +99,25 @@ def otlp_traces_url(endpoint: str) -> str:
     return endpoint.rstrip("/") + "/v1/traces"
 
 
+def span_exporter(endpoint: str) -> OTLPSpanExporter:
+    """An OTLP/HTTP exporter to the collector at ``endpoint``; gives up on it within 5 s."""
+    return OTLPSpanExporter(endpoint=otlp_traces_url(endpoint), timeout=5)
+
+
 def span_processor(endpoint: str) -> BatchSpanProcessor:
     """A batching, never-blocking processor exporting OTLP/HTTP to ``endpoint``."""
-    return BatchSpanProcessor(
-        OTLPSpanExporter(endpoint=otlp_traces_url(endpoint)), schedule_delay_millis=500
-    )
+    return BatchSpanProcessor(span_exporter(endpoint), schedule_delay_millis=500)
 
 
-def _context(execution_id: str, span_id: int) -> SpanContext:
-    return SpanContext(trace_id(execution_id), span_id, is_remote=False, trace_flags=_SAMPLED)
+def _context(trace_root: str, span_id: int) -> SpanContext:
+    return SpanContext(trace_id(trace_root), span_id, is_remote=False, trace_flags=_SAMPLED)
 
 
 @dataclass
 class _Attempt:
     token: str
     attempt: int
+    redelivery: bool
     started_ns: int
 
 
@@ -163,13 +172,20 @@ class SpanRecorder:
                 if entry.started_ns is None:
                     entry.started_ns = at
             elif isinstance(event, StepDispatched):
-                attempts[event.unit] = _Attempt(event.token, event.attempt, at)
+                attempts[event.unit] = _Attempt(event.token, event.attempt, event.redelivery, at)
             elif isinstance(event, StepSucceeded):
-                self._end_attempt(state, attempts, event.unit, at, outcome="succeeded")
-            elif isinstance(event, StepAttemptFailed):
-                code = event.error.code
                 self._end_attempt(
-                    state, attempts, event.unit, at, outcome="failed", error_code=code
+                    state, attempts, event.unit, at, outcome="succeeded", worker_id=event.worker_id
+                )
+            elif isinstance(event, StepAttemptFailed):
+                self._end_attempt(
+                    state,
+                    attempts,
+                    event.unit,
+                    at,
+                    outcome="failed",
+                    error_code=event.error.code,
+                    worker_id=event.worker_id,
                 )
             elif isinstance(event, StepAttemptUncertain):
                 self._end_attempt(state, attempts, event.unit, at, outcome="uncertain")
@@ -210,6 +226,7 @@ class SpanRecorder:
         *,
         outcome: str,
         error_code: str | None = None,
+        worker_id: str | None = None,
     ) -> None:
         opened = attempts.pop(unit, None)
         if opened is None:
@@ -222,17 +239,21 @@ class SpanRecorder:
                 "orbit.step": _step_of(unit),
                 "orbit.attempt": opened.attempt,
                 "orbit.token": opened.token,
+                "orbit.redelivery": opened.redelivery,
                 "orbit.outcome": outcome,
             }
         )
         if error_code is not None:
             attributes["orbit.error_code"] = error_code
+        if worker_id is not None:
+            attributes["orbit.worker_id"] = worker_id
         span_id = attempt_span_id(execution_id, unit, opened.token)
+        root = state.trace_root
         self._emit(
             ReadableSpan(
                 name=f"attempt {unit}",
-                context=_context(execution_id, span_id),
-                parent=_context(execution_id, execution_span_id(execution_id)),
+                context=_context(root, span_id),
+                parent=_context(root, execution_span_id(execution_id)),
                 resource=self.resource,
                 attributes=attributes,
                 kind=SpanKind.INTERNAL,
@@ -251,22 +272,21 @@ class SpanRecorder:
         attributes["orbit.outcome"] = str(state.status)
         if state.error is not None:
             attributes["orbit.error_code"] = state.error.code
-        links: list[Link] = []
+        parent: SpanContext | None = None
         if state.parent_execution_id and state.parent and state.parent_token:
             parent_unit = state.parent[len(state.parent_execution_id) + 1 :]
             parent_span = attempt_span_id(
                 state.parent_execution_id, parent_unit, state.parent_token
             )
-            links.append(Link(_context(state.parent_execution_id, parent_span)))
+            parent = _context(state.trace_root, parent_span)
             attributes["orbit.parent_execution_id"] = state.parent_execution_id
         self._emit(
             ReadableSpan(
                 name=f"execution {state.workflow}",
-                context=_context(execution_id, execution_span_id(execution_id)),
-                parent=None,
+                context=_context(state.trace_root, execution_span_id(execution_id)),
+                parent=parent,
                 resource=self.resource,
                 attributes=attributes,
-                links=links,
                 kind=SpanKind.INTERNAL,
                 instrumentation_scope=_SCOPE,
                 status=Status(StatusCode.OK if state.status == "completed" else StatusCode.ERROR),

@@ -386,7 +386,8 @@ class Worker:
             workflow=assignment.workflow,
             _send_heartbeat=heartbeat,
         )
-        running = _Running(assignment, context, heartbeat_at=_epoch_ms())
+        started_at = _epoch_ms()
+        running = _Running(assignment, context, heartbeat_at=started_at)
         self._running[token] = running
         span: Any = contextlib.nullcontext(None)
         if self._tracing is not None:
@@ -420,6 +421,7 @@ class Worker:
                 output=outcome.output,
                 error=outcome.error,
                 worker_id=self.worker_id,
+                started_at=started_at,
             )
             if await self._publish_result(assignment.result_route, encode(result)):
                 await _settle(message.ack())
@@ -444,7 +446,16 @@ class Worker:
             if current is not None and current.cancelling():
                 raise
             if running.abandoned:
-                log.warning("giving back %s of %s", assignment.unit, assignment.execution_id)
+                log.warning(
+                    "giving back %s of %s",
+                    assignment.unit,
+                    assignment.execution_id,
+                    extra={
+                        "action": "task.given_back",
+                        "execution_id": assignment.execution_id,
+                        "step": assignment.unit,
+                    },
+                )
                 return None
             # The function cancelled itself (or let a cancellation escape).
             return TaskOutcome(error=_CANCELLED_ITSELF)

@@ -208,7 +208,10 @@ class DispatcherService:
                 exchange, key = assignment_route(self.topology, dispatch)
                 # The attempt's span (ids derived, orbit_runtime.tracing) parents the worker's.
                 headers = {
-                    "traceparent": traceparent(dispatch.execution_id, dispatch.unit, dispatch.token)
+                    "traceparent": dispatch.traceparent
+                    or traceparent(
+                        dispatch.execution_id, dispatch.execution_id, dispatch.unit, dispatch.token
+                    )
                 }
                 await self._forwards.publish(
                     exchange, key, encode(assignment_for(dispatch)), headers=headers
@@ -219,7 +222,11 @@ class DispatcherService:
                     dispatch.unit,
                     dispatch.execution_id,
                     error,
-                    extra={"action": "dispatch.failed", "execution_id": dispatch.execution_id},
+                    extra={
+                        "action": "dispatch.failed",
+                        "execution_id": dispatch.execution_id,
+                        "step": dispatch.unit,
+                    },
                 )
                 await _settle(give_back(message, error))
                 return

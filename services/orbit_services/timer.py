@@ -25,6 +25,7 @@ from orbit_model.messages import DeliveryLost, InflightTask, encode
 from orbit_runtime import sql
 from orbit_runtime.broker import Publisher, Topology, connect, declare_topology, open_channel
 from orbit_runtime.deciding import epoch_ms
+from orbit_runtime.gauges import Gauges
 from orbit_runtime.metrics import MetricsEndpoint
 from orbit_runtime.sessions import SessionRegistry
 from orbit_runtime.settings import Settings
@@ -47,6 +48,7 @@ class TimerService:
         self._listener: asyncpg.Connection | None = None
         self._task: asyncio.Task[None] | None = None
         self._liveness: asyncio.Task[None] | None = None
+        self._gauging: asyncio.Task[None] | None = None
         self._nearer = asyncio.Event()
         self._next_due: int | None = None
         self.fired = 0
@@ -64,6 +66,7 @@ class TimerService:
         publisher = Publisher(channel)
         self._task = asyncio.create_task(self._run(publisher), name="timer.fire")
         self._liveness = asyncio.create_task(self._watch(publisher), name="timer.liveness")
+        self._gauging = asyncio.create_task(self._gauge(), name="timer.gauges")
         self._metrics.start()
 
     def _on_notify(self, _connection: object, _pid: int, _channel: str, payload: object) -> None:
@@ -126,9 +129,21 @@ class TimerService:
             # A quarter of the timeout: a lost worker is noticed within 1.25 timeouts.
             await asyncio.sleep(max(timeout / 4, 50) / 1000)
 
+    async def _gauge(self) -> None:
+        assert self._store is not None
+        gauges = Gauges(self._store)
+        while True:
+            try:
+                await gauges.refresh(epoch_ms())
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:
+                log.debug("refreshing gauges failed: %r", error)
+            await asyncio.sleep(self.settings.gauge_interval_ms / 1000)
+
     async def stop(self) -> None:
         await self._metrics.stop()
-        for task in (self._task, self._liveness):
+        for task in (self._task, self._liveness, self._gauging):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):

@@ -7,13 +7,16 @@ the test reads deltas (after - before), never absolute values.
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from typing import Any
 
+import asyncpg
 import httpx
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
+from orbit_runtime.store import EventStore
 from orbit_sdk import TaskContext, TaskError, task
 from tests.e2e.stack import free_port, running_stack
 from tests.integration.conftest import OrbitEnv
@@ -34,6 +37,17 @@ steps:
     task: meter-flaky
     input: {fail_once: "${ input.fail_once }"}
     retry: {max_attempts: 3, initial_interval: 50ms}
+"""
+
+# Started and left waiting: the active-executions gauge counts it.
+WAITING = """
+orbit: 1
+workflow: waiting-meter
+version: 1.0.0
+signals: {go: {}}
+steps:
+  - id: hold
+    await: go
 """
 
 RUNS = 5
@@ -72,12 +86,14 @@ def value(samples: Samples, name: str, **labels: str) -> float:
 async def test_a_known_workload_is_counted(orbit_env: OrbitEnv) -> None:
     metrics_port = free_port()
     losses = REGISTRY.get_sample_value("orbit_amqp_connection_losses_total")
-    settings = orbit_env.settings_with(metrics_port=metrics_port)
+    settings = orbit_env.settings_with(metrics_port=metrics_port, gauge_interval_ms=100)
     async with running_stack(settings, [meter_first, meter_flaky]) as stack:
         gateway = f"http://127.0.0.1:{stack.settings.http_port}/metrics"
         served = f"http://127.0.0.1:{metrics_port}/metrics"
         _, before = await scrape(gateway)
         await stack.client.deploy(WORKFLOW)
+        await stack.client.deploy(WAITING)
+        await stack.client.start("waiting-meter", None, execution_id="waiting-1")
         ids = [f"metered-{n}" for n in range(RUNS)]
         for n, execution_id in enumerate(ids):
             await stack.client.start("metered", {"fail_once": n == 0}, execution_id=execution_id)
@@ -89,7 +105,13 @@ async def test_a_known_workload_is_counted(orbit_env: OrbitEnv) -> None:
             finished = "orbit_executions_finished_total"
             labels = {"workflow": "metered", "status": "completed"}
             done = value(scraped[1], finished, **labels) - value(before, finished, **labels)
-            return done == RUNS
+            # The gauges are refreshed every 100 ms by the timer service.
+            gauges = (
+                value(scraped[1], "orbit_executions_active", workflow="metered") == 0
+                and value(scraped[1], "orbit_executions_active", workflow="waiting-meter") == 1
+                and value(scraped[1], "orbit_outbox_depth") == 0
+            )
+            return done == RUNS and gauges
 
         text, after = await eventually(lambda: scrape(gateway), settled, what="5 finished")
         _, elsewhere = await scrape(served)
@@ -120,6 +142,10 @@ async def test_a_known_workload_is_counted(orbit_env: OrbitEnv) -> None:
     assert delta(duration, task="meter-flaky", outcome="succeeded") == RUNS
     assert delta(duration, task="meter-flaky", outcome="failed") == 1
     assert delta("orbit_step_duration_seconds_sum", task="meter-flaky", outcome="succeeded") > 0
+    # Schedule-to-start: one observation per attempt a worker started, by task.
+    waited = "orbit_step_schedule_to_start_seconds_count"
+    assert delta(waited, task="meter-first") == RUNS
+    assert delta(waited, task="meter-flaky") == RUNS + 1
 
     # The decider's batches, the outbox, the retry's timer, the worker's session.
     assert delta("orbit_decider_batch_inputs_count") > 0
@@ -128,6 +154,9 @@ async def test_a_known_workload_is_counted(orbit_env: OrbitEnv) -> None:
     assert delta("orbit_decider_commit_seconds_count") > 0
     assert delta("orbit_outbox_published_total", service="gateway") >= RUNS  # the wake-ups
     assert delta("orbit_outbox_published_total", service="decider") >= 2 * RUNS + 1
+    assert delta("orbit_outbox_relay_lag_seconds_count", service="decider") > 0
+    assert value(after, "orbit_outbox_oldest_seconds") == 0
+    assert value(after, "orbit_timers_due") == 0
     assert delta("orbit_timers_fired_total", kind="retry") == 1
     assert delta("orbit_timer_lateness_seconds_count", kind="retry") == 1
     assert value(after, "orbit_worker_sessions_online") >= 1
@@ -154,3 +183,41 @@ async def test_a_known_workload_is_counted(orbit_env: OrbitEnv) -> None:
     # The last service stopped took the metrics server with it.
     with socket.socket() as probe:
         assert probe.connect_ex(("127.0.0.1", metrics_port)) != 0
+
+
+async def test_a_lost_postgres_connection_is_counted_and_so_is_the_reconnect(
+    orbit_env: OrbitEnv,
+) -> None:
+    def count(name: str) -> float:
+        return REGISTRY.get_sample_value(name) or 0.0
+
+    losses = count("orbit_postgres_connection_losses_total")
+    reconnects = count("orbit_postgres_reconnects_total")
+    store = await EventStore.connect(orbit_env.settings.database_url, min_size=1, max_size=1)
+    try:
+        pid = await store.pool.fetchval("SELECT pg_backend_pid()")
+        killer = await asyncpg.connect(orbit_env.settings.database_url)
+        try:
+            assert await killer.fetchval("SELECT pg_terminate_backend($1)", pid)
+        finally:
+            await killer.close()
+        await eventually(
+            lambda: asyncio.sleep(0, count("orbit_postgres_connection_losses_total")),
+            lambda seen: seen == losses + 1,
+            what="the loss counted",
+        )
+
+        async def ping() -> bool:
+            try:
+                await store.ping()
+            except (asyncpg.InterfaceError, asyncpg.PostgresConnectionError, OSError):
+                return False
+            return True
+
+        await eventually(ping, what="the pool reconnected")
+        assert count("orbit_postgres_reconnects_total") == reconnects + 1
+    finally:
+        await store.close()
+    # Closing the pool is not a loss.
+    await asyncio.sleep(0.05)
+    assert count("orbit_postgres_connection_losses_total") == losses + 1

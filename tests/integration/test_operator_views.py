@@ -9,12 +9,16 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import yaml
+from prometheus_client import REGISTRY
 
+import orbit_runtime.metrics
+import orbit_runtime.tracing  # noqa: F401
 from orbit_sdk import OrbitClientError, TaskContext, TaskError, task
 from tests.e2e.stack import running_stack
 from tests.integration.conftest import OrbitEnv
@@ -279,12 +283,27 @@ def test_the_ops_files_parse() -> None:
         "orbit_step_duration_seconds_bucket",
         "orbit_decider_batch_inputs_bucket",
         "orbit_decider_commit_seconds_bucket",
-        "orbit_outbox_rows",
+        "orbit_outbox_depth",
+        "orbit_outbox_relay_lag_seconds_bucket",
+        "orbit_timers_due",
         "orbit_timer_lateness_seconds_bucket",
+        "orbit_executions_active",
+        "orbit_step_schedule_to_start_seconds_bucket",
+        "orbit_postgres_connection_losses_total",
+        "orbit_amqp_connection_losses_total",
         "orbit_worker_sessions_online",
         "orbit_messages_parked_total",
     ):
         assert metric in exprs, metric
+    # Every metric a panel names is one Orbit exports.
+    suffixes = {"counter": ["_total"], "histogram": ["_bucket", "_sum", "_count"], "gauge": [""]}
+    exported = {
+        family.name + suffix
+        for family in REGISTRY.collect()
+        for suffix in suffixes.get(family.type, [""])
+    }
+    for named in set(re.findall(r"orbit_[a-z_]+", exprs)):
+        assert named in exported, f"the dashboard names {named}, which no service exports"
     for panel in panels:
         assert {"x", "y", "w", "h"} <= set(panel["gridPos"])
         assert all(t["expr"] and t["refId"] for t in panel["targets"])

@@ -1,14 +1,19 @@
 """Traces against a real OTLP/HTTP endpoint: an in-process receiver that decodes what it gets.
 
-One execution with a retried step: the trace id and span ids are the derived
-ones, the execution span parents one span per attempt (the retry is a new
-span), and the worker's span sits inside its attempt's span.
+One execution whose steps are retried, redelivered and a child workflow: the
+trace id and span ids are the derived ones, the execution span parents one
+span per attempt (a retry and a redelivery are new spans), the child's
+execution span sits under the parent's attempt that started it, in the same
+trace, and every worker's span sits inside its attempt's span. And spans the
+exporter cannot take are dropped, not waited for, and counted.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -17,11 +22,36 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from prometheus_client import REGISTRY
 
-from orbit_runtime.tracing import attempt_span_id, execution_span_id, trace_id, traceparent
+from orbit_model.events import StepAttemptUncertain, StepDispatched
+from orbit_model.messages import DeliveryLost, encode
+from orbit_model.state import ExecutionState, replay
+from orbit_runtime.broker import Publisher, Topology, connect, open_channel
+from orbit_runtime.tracing import (
+    SpanRecorder,
+    attempt_span_id,
+    execution_span_id,
+    trace_id,
+    traceparent,
+)
 from orbit_sdk import TaskContext, TaskError, task
 from tests.e2e.stack import free_port, running_stack
 from tests.integration.conftest import OrbitEnv
+from tests.integration.eventually import eventually
+
+CHILD = """
+orbit: 1
+workflow: traced-child
+version: 1.0.0
+tasks:
+  leaf: {version: "1"}
+steps:
+  - id: leaf
+    task: leaf
+output: ${ steps.leaf.output }
+"""
 
 WORKFLOW = """
 orbit: 1
@@ -29,12 +59,21 @@ workflow: traced
 version: 1.0.0
 tasks:
   flaky: {version: "1"}
+  held: {version: "1"}
 steps:
   - id: wobble
     task: flaky
     retry: {max_attempts: 2, initial_interval: 100ms}
-output: ${ steps.wobble.output }
+  - id: hold
+    task: held
+  - id: kid
+    workflow: traced-child@1.0.0
+output: ${ steps.kid.output }
 """
+
+# The first delivery of `held` waits for this; the test declares its worker
+# lost meanwhile, so the step is redelivered and the redelivery answers.
+released = asyncio.Event()
 
 
 @task("flaky", version="1")
@@ -42,6 +81,19 @@ async def flaky(inp: Any, ctx: TaskContext) -> dict[str, Any]:
     if ctx.attempt == 1:
         raise TaskError("WOBBLY", "the first attempt always wobbles")
     return {"attempt": ctx.attempt}
+
+
+@task("held", version="1")
+async def held(inp: Any, ctx: TaskContext) -> dict[str, Any]:
+    if not ctx.redelivery:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(released.wait(), 20)
+    return {"redelivery": ctx.redelivery}
+
+
+@task("leaf", version="1")
+async def leaf(inp: Any, ctx: TaskContext) -> dict[str, Any]:
+    return {"leaf": ctx.execution_id}
 
 
 def _value(value: AnyValue) -> Any:
@@ -97,26 +149,61 @@ async def otlp_receiver() -> AsyncIterator[tuple[str, Receiver]]:
         await runner.cleanup()
 
 
-async def test_a_retried_step_is_two_attempt_spans_under_the_execution(
+def _tokens(history: list[dict[str, Any]], unit: str) -> list[str]:
+    return [
+        e["data"]["token"]
+        for e in history
+        if e["type"] == "StepDispatched" and e["data"]["unit"] == unit
+    ]
+
+
+async def _lose_the_first_delivery_of_hold(stack: Any, execution_id: str) -> None:
+    """Tell the decider the worker holding ``hold`` is gone, as the timer service would."""
+    history = await eventually(
+        lambda: stack.client.history(execution_id),
+        lambda h: bool(_tokens(h, "hold")),
+        timeout=20,
+        what="hold dispatched",
+    )
+    (token,) = _tokens(history, "hold")
+    settings = stack.settings
+    route = Topology(settings.namespace, settings.decider_partitions).decider_route(execution_id)
+    connection = await connect(settings.amqp_url)
+    try:
+        publisher = Publisher(await open_channel(connection))
+        lost = DeliveryLost(execution_id=execution_id, token=token, reason="the test lost it")
+        await publisher.publish(route.exchange, route.routing_key, encode(lost))
+    finally:
+        await connection.close()
+
+
+async def test_one_trace_holds_retries_redeliveries_children_and_worker_spans(
     orbit_env: OrbitEnv,
 ) -> None:
     execution_id = "traced-1"
+    child_id = f"{execution_id}:kid"
+    released.clear()
     async with otlp_receiver() as (endpoint, receiver):
         settings = orbit_env.settings_with(otlp_endpoint=endpoint)
-        async with running_stack(settings, [flaky]) as stack:
-            await stack.client.deploy(WORKFLOW)
+        async with running_stack(settings, [flaky, held, leaf]) as stack:
+            await stack.client.deploy(WORKFLOW, CHILD)
             await stack.client.start("traced", None, execution_id=execution_id)
+            await _lose_the_first_delivery_of_hold(stack, execution_id)
             done = await stack.client.wait(execution_id, timeout=20)
+            released.set()  # the lost delivery ends too; its result is stale
             assert done["status"] == "completed", done
+            assert done["output"] == {"leaf": child_id}
             history = await stack.client.history(execution_id)
+            child_history = await stack.client.history(child_id)
         # Stopping flushed the exporters; the receiver may still be parsing the last post.
         for _ in range(50):
-            if len(receiver.spans) >= 5:
+            if len(receiver.spans) >= 13:
                 break
             await asyncio.sleep(0.1)
 
     trace = trace_id(execution_id)
     spans = [s for s in receiver.spans if s["trace_id"] == trace]
+    assert len(spans) == len(receiver.spans), "every span is in the top-level execution's trace"
     by_name: dict[str, list[dict[str, Any]]] = {}
     for span in spans:
         by_name.setdefault(span["name"], []).append(span)
@@ -129,38 +216,117 @@ async def test_a_retried_step_is_two_attempt_spans_under_the_execution(
     assert execution["attributes"]["orbit.outcome"] == "completed"
     assert execution["service"] == "orbit-decider"
 
-    tokens = [e["data"]["token"] for e in history if e["type"] == "StepDispatched"]
-    assert len(tokens) == 2
-    attempts = sorted(by_name["attempt wobble"], key=lambda s: s["attributes"]["orbit.attempt"])
-    assert [a["span_id"] for a in attempts] == [
-        attempt_span_id(execution_id, "wobble", token) for token in tokens
+    def attempts_of(unit: str) -> list[dict[str, Any]]:
+        found = by_name[f"attempt {unit}"]
+        assert all(s["parent_span_id"] == execution["span_id"] for s in found)
+        return sorted(found, key=lambda s: s["start"])
+
+    # A retry is a new span, each with its attempt, outcome, error and worker.
+    wobble_tokens = _tokens(history, "wobble")
+    wobbles = attempts_of("wobble")
+    assert [a["span_id"] for a in wobbles] == [
+        attempt_span_id(execution_id, "wobble", token) for token in wobble_tokens
     ]
-    assert attempts[0]["span_id"] != attempts[1]["span_id"]  # a retry is a new span
-    for attempt in attempts:
-        assert attempt["parent_span_id"] == execution["span_id"]
-        assert execution["start"] <= attempt["start"] <= attempt["end"] <= execution["end"]
-        assert attempt["attributes"]["orbit.step"] == "wobble"
-        assert attempt["attributes"]["orbit.unit"] == "wobble"
-        assert attempt["attributes"]["orbit.workflow"] == "traced"
-    first, second = (a["attributes"] for a in attempts)
+    first, second = (a["attributes"] for a in wobbles)
     assert (first["orbit.attempt"], first["orbit.outcome"]) == (1, "failed")
     assert first["orbit.error_code"] == "WOBBLY"
     assert (second["orbit.attempt"], second["orbit.outcome"]) == (2, "succeeded")
     assert "orbit.error_code" not in second
+    for attempt in wobbles:
+        assert execution["start"] <= attempt["start"] <= attempt["end"] <= execution["end"]
+        assert attempt["attributes"]["orbit.step"] == "wobble"
+        assert attempt["attributes"]["orbit.workflow"] == "traced"
+        assert attempt["attributes"]["orbit.worker_id"] == "e2e"
+
+    # A redelivery is a new span: the lost delivery ends uncertain, the next one answers.
+    hold_tokens = _tokens(history, "hold")
+    assert len(hold_tokens) == 2
+    holds = attempts_of("hold")
+    assert [a["span_id"] for a in holds] == [
+        attempt_span_id(execution_id, "hold", token) for token in hold_tokens
+    ]
+    lost, redelivered = (a["attributes"] for a in holds)
+    assert (lost["orbit.outcome"], lost["orbit.redelivery"]) == ("uncertain", False)
+    assert (redelivered["orbit.outcome"], redelivered["orbit.redelivery"]) == ("succeeded", True)
+    assert lost["orbit.attempt"] == redelivered["orbit.attempt"] == 1
+
+    # The child is nested under the parent's attempt that started it, in the same trace.
+    (kid_token,) = _tokens(history, "kid")
+    (kid_attempt,) = attempts_of("kid")
+    assert kid_attempt["span_id"] == attempt_span_id(execution_id, "kid", kid_token)
+    (child,) = by_name["execution traced-child"]
+    assert child["span_id"] == execution_span_id(child_id)
+    assert child["parent_span_id"] == kid_attempt["span_id"]
+    assert child["attributes"]["orbit.parent_execution_id"] == execution_id
+    assert kid_attempt["start"] <= child["start"] <= child["end"] <= kid_attempt["end"]
+    (leaf_token,) = _tokens(child_history, "leaf")
+    (leaf_attempt,) = by_name["attempt leaf"]
+    assert leaf_attempt["span_id"] == attempt_span_id(child_id, "leaf", leaf_token)
+    assert leaf_attempt["parent_span_id"] == child["span_id"]
 
     # The worker's spans join the trace, each a child of its attempt's span.
-    tasks = sorted(by_name["task flaky"], key=lambda s: s["attributes"]["orbit.attempt"])
-    assert [t["parent_span_id"] for t in tasks] == [a["span_id"] for a in attempts]
+    def worker_spans(task_name: str) -> list[dict[str, Any]]:
+        return sorted(by_name[f"task {task_name}"], key=lambda s: s["start"])
+
+    assert [t["parent_span_id"] for t in worker_spans("flaky")] == [a["span_id"] for a in wobbles]
+    assert sorted(t["parent_span_id"] for t in worker_spans("held")) == sorted(
+        a["span_id"] for a in holds
+    )
+    assert [t["parent_span_id"] for t in worker_spans("leaf")] == [leaf_attempt["span_id"]]
+    tasks = worker_spans("flaky")
     assert all(t["service"] == "orbit-worker" for t in tasks)
     assert [t["attributes"]["orbit.worker_id"] for t in tasks] == ["e2e", "e2e"]
     assert [t["attributes"]["orbit.outcome"] for t in tasks] == ["failed", "succeeded"]
     assert tasks[0]["attributes"]["orbit.error_code"] == "WOBBLY"
 
 
+class _HangingCollector(SpanExporter):
+    """An exporter stuck on a collector that does not answer, until released."""
+
+    def __init__(self) -> None:
+        self.exporting = threading.Event()
+        self.release = threading.Event()
+
+    def export(self, spans: Any) -> SpanExportResult:
+        self.exporting.set()
+        self.release.wait(10)
+        return SpanExportResult.FAILURE
+
+
+def test_spans_the_exporter_cannot_take_are_dropped_and_counted() -> None:
+    """The collector hangs and the queue holds 2: the rest are dropped at once, and counted."""
+    collector = _HangingCollector()
+    processor = BatchSpanProcessor(
+        collector, max_queue_size=2, max_export_batch_size=1, schedule_delay_millis=10
+    )
+    recorder = SpanRecorder(processor)
+    dropped = REGISTRY.get_sample_value("orbit_trace_spans_dropped_total") or 0.0
+    recorded = REGISTRY.get_sample_value("orbit_trace_spans_recorded_total") or 0.0
+    state = replay([])
+
+    def one_span(n: int) -> None:
+        execution = ExecutionState(execution_id=f"drop-{n}", workflow="w", version="1")
+        token = f"t-{n}"
+        recorder.committed(state, execution, [StepDispatched(unit="a", attempt=1, token=token)])
+        lost = StepAttemptUncertain(unit="a", token=token, reason="")
+        recorder.committed(state, execution, [lost])
+
+    one_span(0)
+    assert collector.exporting.wait(10)  # the export thread holds span 0, stuck
+    started = time.monotonic()
+    for n in range(1, 5):
+        one_span(n)
+    assert time.monotonic() - started < 1  # never waited for the collector
+    assert (REGISTRY.get_sample_value("orbit_trace_spans_recorded_total") or 0.0) - recorded == 3
+    assert (REGISTRY.get_sample_value("orbit_trace_spans_dropped_total") or 0.0) - dropped == 2
+    collector.release.set()
+    processor.shutdown()
+
+
 def test_the_traceparent_names_the_attempt_span() -> None:
-    header = traceparent("e-1", "charge", "tok")
+    header = traceparent("root", "root:kid", "charge", "tok")
     version, trace, span, flags = header.split("-")
     assert (version, flags) == ("00", "01")
-    assert int(trace, 16) == trace_id("e-1")
-    assert int(span, 16) == attempt_span_id("e-1", "charge", "tok")
+    assert int(trace, 16) == trace_id("root")
+    assert int(span, 16) == attempt_span_id("root:kid", "charge", "tok")
     assert attempt_span_id("e-1", "charge", "tok") != attempt_span_id("e-1", "charge", "tok2")
