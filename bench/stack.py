@@ -198,14 +198,13 @@ class BenchStack:
         t = self.topology
         return [
             t.commands,
-            t.dispatch,
             t.control,
             *(t.decider_queue(p) for p in range(t.partitions)),
             *(t.task_queue(task, version) for task, version in workflows.TASKS),
         ]
 
     async def _wait_consumers(self, timeout: float = 60.0) -> None:
-        """Until every engine queue has a consumer (decider partitions, dispatch, tasks…)."""
+        """Until every engine queue has a consumer (decider partitions, control, tasks…)."""
         deadline = time.monotonic() + timeout
         while True:
             self.check_alive()
@@ -243,7 +242,7 @@ class BenchStack:
             channel = await connection.channel()
             for queue in [*self.engine_queues(), t.dead_letter, f"{self.namespace}.bench-limit"]:
                 await channel.queue_delete(queue)
-            for exchange in (t.commands, t.decider, t.dispatch, t.control, t.tasks, t.dead_letter):
+            for exchange in (t.commands, t.decider, t.control, t.tasks, t.dead_letter):
                 await channel.exchange_delete(exchange)
         finally:
             await connection.close()

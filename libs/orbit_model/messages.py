@@ -13,8 +13,7 @@ The flows (see ``docs/protocol.md``):
   ``reply_to`` when one is given;
 - anything -> ``decider`` (routed by execution id): :class:`Wake`,
   :class:`TaskResult`, :class:`TimerDue`, :class:`DeliveryLost`;
-- decider -> ``dispatch``: :class:`DispatchTask`;
-- dispatcher -> a task queue: :class:`TaskAssignment`;
+- decider -> a task queue (through ``tasks``): :class:`TaskAssignment`;
 - workers <-> ``control`` (request and reply): :class:`RegisterWorker`,
   :class:`Heartbeat`, :class:`UnregisterWorker`, answered with
   :class:`Registration`, :class:`HeartbeatReply`, :class:`Unregistered` or
@@ -181,9 +180,13 @@ class Route(BaseModel):
     routing_key: str
 
 
-class _TaskDelivery(_Message):
-    """One attempt of a task: what the decider dispatches and a worker receives."""
+class TaskAssignment(_Message):
+    """One attempt of a task: what the decider dispatches and a worker receives.
 
+    Its AMQP header ``traceparent`` is the W3C trace context of the attempt's span.
+    """
+
+    type: Literal["TaskAssignment"] = "TaskAssignment"
     execution_id: str
     workflow: str
     unit: str
@@ -198,20 +201,6 @@ class _TaskDelivery(_Message):
     """True when an earlier delivery of this attempt may have run (its worker was lost)."""
     input: JsonValue = None
     result_route: Route
-
-
-class DispatchTask(_TaskDelivery):
-    """A step the decider dispatched, to be forwarded to its task queue."""
-
-    type: Literal["DispatchTask"] = "DispatchTask"
-    traceparent: str | None = None
-    """The W3C trace context of this attempt's span, sent on as the task's AMQP header."""
-
-
-class TaskAssignment(_TaskDelivery):
-    """One attempt of a task, as a worker receives it."""
-
-    type: Literal["TaskAssignment"] = "TaskAssignment"
 
 
 # -- worker control (request and reply) -------------------------------------
@@ -335,13 +324,6 @@ def decode_control_request(body: bytes) -> ControlRequest:
 
 def decode_control_reply(body: bytes) -> ControlReply:
     return _decode(_CONTROL_REPLY, body, "control reply")
-
-
-def decode_dispatch(body: bytes) -> DispatchTask:
-    try:
-        return DispatchTask.model_validate_json(body)
-    except ValidationError as error:
-        raise MalformedMessage("dispatch message", error) from None
 
 
 def decode_assignment(body: bytes) -> TaskAssignment:

@@ -40,7 +40,6 @@ from orbit_model.messages import (
     ControlReply,
     ControlRequest,
     DeciderInput,
-    DispatchTask,
     TaskAssignment,
 )
 from orbit_runtime.broker import DELIVERY_LIMIT, Topology
@@ -56,7 +55,6 @@ AMQP_URL: str = _DEFAULTS["amqp_url"].default
 
 REPLY_TO = "amq.rabbitmq.reply-to"
 COMMAND_KEY = "command"
-DISPATCH_KEY = "dispatch"
 CONTROL_KEY = "control"
 
 
@@ -105,7 +103,6 @@ def build_broker(namespace: str = NAMESPACE, partitions: int = PARTITIONS) -> Ra
     )
     commands = _direct(topology.commands)
     decider = _direct(topology.decider)
-    dispatch = _direct(topology.dispatch)
     control = _direct(topology.control)
     tasks = _direct(topology.tasks)
     dead_letter = RabbitExchange(topology.dead_letter, type=ExchangeType.FANOUT, durable=True)
@@ -146,19 +143,6 @@ def build_broker(namespace: str = NAMESPACE, partitions: int = PARTITIONS) -> Ra
             _never_run()
 
     @broker.subscriber(
-        _queue(topology, topology.dispatch, DISPATCH_KEY),
-        dispatch,
-        title=topology.dispatch,
-        description=(
-            f"Dispatched steps for the dispatcher: queue `{topology.dispatch}` bound to"
-            f" exchange `{topology.dispatch}` (direct) with key `{DISPATCH_KEY}`. "
-            + _queue_note(topology, services)
-        ),
-    )
-    async def forward(body: DispatchTask) -> None:
-        _never_run()
-
-    @broker.subscriber(
         _queue(topology, topology.control, CONTROL_KEY),
         control,
         title=topology.control,
@@ -183,8 +167,8 @@ def build_broker(namespace: str = NAMESPACE, partitions: int = PARTITIONS) -> Ra
             " (direct) with key `{task}@{version}`. "
             + _queue_note(
                 topology,
-                "the dispatcher, when a worker registers the contract or a"
-                " step of it is first dispatched",
+                "the dispatcher when a worker registers the contract, and by the"
+                " decider before it first commits a step of it",
             )
             + " Workers consume it passively (its name comes in Registration.task_queues),"
             " with manual acks; the Python SDK sets a prefetch of its concurrency."
@@ -238,25 +222,16 @@ def build_broker(namespace: str = NAMESPACE, partitions: int = PARTITIONS) -> Ra
         ),
     )
     broker.publisher(
-        exchange=dispatch,
-        routing_key=DISPATCH_KEY,
-        persist=True,
-        title=f"{topology.dispatch}:send",
-        schema=DispatchTask,
-        description=(
-            "The decider (through its outbox) sends each dispatched step here, persistent,"
-            " mandatory and confirmed."
-        ),
-    )
-    broker.publisher(
         exchange=tasks,
         routing_key="{task}@{version}",
         persist=True,
         title=f"{topology.tasks}:send",
         schema=TaskAssignment,
         description=(
-            "The dispatcher forwards each DispatchTask as a TaskAssignment with routing key"
-            " `{task}@{version}` (persistent, mandatory, confirmed; acked after the confirm)."
+            "The decider (through its outbox) sends each dispatched step here as a"
+            " TaskAssignment with routing key `{task}@{version}` and the attempt's W3C"
+            " `traceparent` header (persistent, mandatory, confirmed), once the contract's"
+            " queue is declared."
         ),
     )
     broker.publisher(
@@ -303,7 +278,7 @@ def build_app(namespace: str = NAMESPACE, partitions: int = PARTITIONS) -> FastS
             title="Orbit",
             version=str(SCHEMA_VERSION),
             description=(
-                "Orbit's AMQP protocol: commands, decider inputs, dispatch, task queues and"
+                "Orbit's AMQP protocol: commands, decider inputs, task queues and"
                 " worker control. Bodies are JSON (`content_type: application/json`) with a"
                 " `type` tag and a schema version `v`; unknown fields are ignored, except in"
                 " TaskFailure (a TaskResult's `error`), which forbids them. See docs/protocol.md"

@@ -17,9 +17,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import aio_pika
 from aio_pika.abc import (
@@ -76,10 +76,6 @@ class Topology:
         return Route(exchange=self.decider, routing_key=str(self.partition_of(execution_id)))
 
     @property
-    def dispatch(self) -> str:
-        return f"{self.namespace}.dispatch"
-
-    @property
     def control(self) -> str:
         return f"{self.namespace}.control"
 
@@ -90,6 +86,10 @@ class Topology:
 
     def task_queue(self, task: str, version: str) -> str:
         return f"{self.namespace}.task.{task}@{version}"
+
+    def task_route(self, task: str, version: str) -> Route:
+        """Where a task of the contract ``task@version`` is published for its workers."""
+        return Route(exchange=self.tasks, routing_key=task_key(task, version))
 
     @property
     def dead_letter(self) -> str:
@@ -171,11 +171,10 @@ async def declare_topology(channel: AbstractChannel, topology: Topology) -> None
         topology.dead_letter, durable=True, arguments={"x-queue-type": "quorum"}
     )
     await parked.bind(dead_letter)
-    for name in (topology.commands, topology.decider, topology.dispatch, topology.control):
+    for name in (topology.commands, topology.decider, topology.control):
         await channel.declare_exchange(name, aio_pika.ExchangeType.DIRECT, durable=True)
     await channel.declare_exchange(topology.tasks, aio_pika.ExchangeType.DIRECT, durable=True)
     await declare_queue(channel, topology, topology.commands, topology.commands, "command")
-    await declare_queue(channel, topology, topology.dispatch, topology.dispatch, "dispatch")
     await declare_queue(channel, topology, topology.control, topology.control, "control")
     for partition in range(topology.partitions):
         await declare_queue(
@@ -193,8 +192,62 @@ async def declare_task_queue(
 ) -> str:
     """The queue of one task contract, declared and bound; its name."""
     name = topology.task_queue(task, version)
-    await declare_queue(channel, topology, name, topology.tasks, f"{task}@{version}")
+    await declare_queue(channel, topology, name, topology.tasks, task_key(task, version))
     return name
+
+
+def task_key(task: str, version: str) -> str:
+    """``task@version``: the routing key of a contract's queue on the ``tasks`` exchange."""
+    return f"{task}@{version}"
+
+
+class TaskQueues:
+    """Task queues declared on demand, each once per process.
+
+    A task is published to its contract's queue only once the queue exists, so
+    it waits there for a worker even when none has registered yet (a publish
+    with no queue bound would come back unroutable).
+    """
+
+    def __init__(self, channel: AbstractChannel, topology: Topology) -> None:
+        self._channel = channel
+        self._topology = topology
+        self._declared: dict[tuple[str, str], asyncio.Future[str]] = {}
+
+    def known(self, task: str, version: str) -> bool:
+        """Whether the queue of ``task@version`` was declared by this process."""
+        future = self._declared.get((task, version))
+        return future is not None and future.done() and future.exception() is None
+
+    async def ensure(self, task: str, version: str) -> str:
+        """Declare the queue of ``task@version`` unless done already; its name."""
+        key = (task, version)
+        future = self._declared.get(key)
+        if future is None:
+            # Concurrent callers for a new contract share one declaration.
+            future = asyncio.ensure_future(
+                declare_task_queue(self._channel, self._topology, task, version)
+            )
+            self._declared[key] = future
+        try:
+            return await asyncio.shield(future)
+        except Exception:
+            if self._declared.get(key) is future:
+                del self._declared[key]  # declare again next time
+            raise
+
+
+class Outgoing(Protocol):
+    """A message to publish (``orbit_runtime.store.OutboxMessage`` is one)."""
+
+    @property
+    def exchange(self) -> str: ...
+    @property
+    def routing_key(self) -> str: ...
+    @property
+    def body(self) -> bytes: ...
+    @property
+    def headers(self) -> Mapping[str, str] | None: ...
 
 
 class Publisher:
@@ -239,10 +292,18 @@ class Publisher:
         target = await self._exchange(exchange)
         await target.publish(message, routing_key, mandatory=exchange != "")
 
-    async def publish_many(self, messages: Iterable[tuple[str, str, bytes]]) -> None:
+    async def publish_many(self, messages: Iterable[Outgoing]) -> None:
         """Publish all, confirmed; raises the first failure after every publish has ended."""
         results = await asyncio.gather(
-            *(self.publish(exchange, key, body) for exchange, key, body in messages),
+            *(
+                self.publish(
+                    message.exchange,
+                    message.routing_key,
+                    message.body,
+                    headers=dict(message.headers) if message.headers else None,
+                )
+                for message in messages
+            ),
             return_exceptions=True,
         )
         for result in results:
@@ -257,10 +318,10 @@ def delivery_count(message: AbstractIncomingMessage) -> int:
 
 
 def queue_kind(message: AbstractIncomingMessage) -> str:
-    """Which of Orbit's queues a message came from (``decider``, ``dispatch``,
-    ``commands``, ``control``, ...): its exchange without the namespace."""
+    """Which of Orbit's queues a message came from (``decider``, ``commands``,
+    ``control``, ``tasks``, ...): its exchange without the namespace."""
     exchange = message.exchange or ""
-    for kind in ("decider", "dispatch", "commands", "control", "tasks", "dead-letter"):
+    for kind in ("decider", "commands", "control", "tasks", "dead-letter"):
         if exchange.endswith(f".{kind}"):
             return kind
     return "other"

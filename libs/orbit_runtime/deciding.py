@@ -44,8 +44,8 @@ from orbit_model.messages import (
     CancelChild,
     DeciderInput,
     DeliveryLost,
-    DispatchTask,
     StartChild,
+    TaskAssignment,
     TaskResult,
     TimerDue,
     Wake,
@@ -54,7 +54,7 @@ from orbit_model.messages import (
 from orbit_model.payloads import payload_problem
 from orbit_model.state import ExecutionState, evolve, replay
 from orbit_runtime import metrics
-from orbit_runtime.broker import Topology
+from orbit_runtime.broker import TaskQueues, Topology
 from orbit_runtime.sessions import SessionRegistry
 from orbit_runtime.settings import Settings
 from orbit_runtime.store import Append, AppendConflict, EventStore, OutboxMessage
@@ -135,6 +135,7 @@ class Deciding:
         cache_size: int = 20_000,
         *,
         spans: SpanRecorder | None = None,
+        task_queues: TaskQueues | None = None,
     ) -> None:
         self.store = store
         self.topology = topology
@@ -147,6 +148,10 @@ class Deciding:
         """Counts the committed events and times attempts (orbit_runtime.metrics)."""
         self.spans = spans
         """Turns the committed events into trace spans (orbit_runtime.tracing), if set."""
+        self.task_queues = task_queues
+        """Declares a contract's task queue before the first task is committed for it."""
+        self._contracts: set[tuple[str, str]] = set()
+        """The contracts the batch being planned dispatches to."""
 
     async def handle(self, inputs: Sequence[DeciderInput]) -> Committed:
         """Decide on ``inputs`` and commit the outcome; retried on conflicts.
@@ -163,10 +168,12 @@ class Deciding:
             states = await self._load(list(groups))
             now = self.clock()
             appends: list[Append] = []
+            self._contracts.clear()
             for execution_id, items in groups.items():
                 append = await self._plan(execution_id, states[execution_id], items, now)
                 if append is not None:
                     appends.append(append)
+            await self._declare_task_queues()
             deciding = time.perf_counter()
             metrics.DECIDER_DECIDE_SECONDS.observe(deciding - started)
             try:
@@ -180,9 +187,14 @@ class Deciding:
             metrics.DECIDER_BATCH_INPUTS.observe(len(inputs))
             for append in appends:
                 self.states.put(append.execution_id, append.state)
+                before = states[append.execution_id]
                 for item in groups[append.execution_id]:
-                    if isinstance(item, TaskResult):
-                        self.step_clock.task_started(item.execution_id, item.token, item.started_at)
+                    if isinstance(item, TaskResult) and item.started_at is not None:
+                        unit = before.unit_of_token(item.token)
+                        if unit is not None:
+                            self.step_clock.task_started(
+                                item.execution_id, unit, item.token, item.started_at
+                            )
                 self.step_clock.committed(
                     states[append.execution_id],
                     append.state,
@@ -194,6 +206,15 @@ class Deciding:
             messages = [message for append in appends for message in append.outbox]
             return Committed(ids, messages, sum(len(a.events) for a in appends))
         raise AppendConflict(list(groups))
+
+    async def _declare_task_queues(self) -> None:
+        """Make sure every task queue the batch publishes to exists, before it commits:
+        a task committed for a queue that does not exist could not be published."""
+        if self.task_queues is None:
+            return
+        for task, version in self._contracts:
+            if not self.task_queues.known(task, version):
+                await self.task_queues.ensure(task, version)
 
     # -- loading -----------------------------------------------------------------
 
@@ -404,7 +425,7 @@ class Deciding:
             return OutboxMessage(route.exchange, route.routing_key, encode(start))
         is_http = call.task == HTTP_TASK
         version = HTTP_CONTRACT_VERSION if is_http else ir.tasks[call.task].version
-        dispatch = DispatchTask(
+        assignment = TaskAssignment(
             execution_id=state.execution_id,
             workflow=state.workflow,
             unit=event.unit,
@@ -416,9 +437,13 @@ class Deciding:
             redelivery=event.redelivery,
             input=unit.input,
             result_route=self.topology.decider_route(state.execution_id),
-            traceparent=traceparent(state.trace_root, state.execution_id, event.unit, event.token),
         )
-        return OutboxMessage(self.topology.dispatch, "dispatch", encode(dispatch))
+        self._contracts.add((call.task, version))
+        route = self.topology.task_route(call.task, version)
+        # The attempt's span (ids derived, orbit_runtime.tracing) parents the worker's.
+        span = traceparent(state.trace_root, state.execution_id, event.unit, event.token)
+        headers = {"traceparent": span}
+        return OutboxMessage(route.exchange, route.routing_key, encode(assignment), headers)
 
     def _cancel_child(self, state: ExecutionState, unit: str) -> OutboxMessage:
         child_id = child_execution_id(state.execution_id, unit)

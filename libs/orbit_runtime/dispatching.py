@@ -1,10 +1,8 @@
-"""The dispatcher's rules: where a dispatched step goes, and how worker control is answered.
+"""The dispatcher's rules: how worker control is answered.
 
-A :class:`~orbit_model.messages.DispatchTask` becomes a
-:class:`~orbit_model.messages.TaskAssignment` on the ``tasks`` exchange with
-routing key ``task@version``, which reaches the queue of that contract. The
-queue is declared before the first publish, so a task waits in it for a worker
-even when none has registered yet.
+(Tasks do not pass through the dispatcher: the decider publishes each
+:class:`~orbit_model.messages.TaskAssignment` to its contract's queue itself,
+through its outbox.)
 
 Worker control is request and reply (:class:`ControlHandler`): a
 registration is checked, recorded and answered with the queues to consume; a
@@ -15,11 +13,8 @@ decider as lost, so it is dispatched again at once.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-
-from aio_pika.abc import AbstractChannel
 
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.ir import HTTP_TASK, WORKFLOW_TASK_PREFIX
@@ -29,21 +24,19 @@ from orbit_model.messages import (
     ControlReply,
     ControlRequest,
     DeliveryLost,
-    DispatchTask,
     ErrorBody,
     Heartbeat,
     HeartbeatReply,
     InflightTask,
     RegisterWorker,
     Registration,
-    TaskAssignment,
     Unregistered,
     UnregisterWorker,
 )
 from orbit_model.names import CONTRACT_VERSION, RESERVED_TASK_PREFIX, TASK_NAME, TASK_NAME_RULE
 from orbit_model.state import ExecutionState, UnitStatus, replay
 from orbit_model.units import parse_unit
-from orbit_runtime.broker import Topology, declare_task_queue
+from orbit_runtime.broker import TaskQueues, task_key
 from orbit_runtime.deciding import HTTP_CONTRACT_VERSION
 from orbit_runtime.sessions import SessionRegistry
 from orbit_runtime.store import EventStore
@@ -57,50 +50,6 @@ BUILTIN_RUNTIME = "orbit"
 """The ``runtime`` Orbit's own workers (the HTTP adapter) register with."""
 BUILTIN_CONTRACTS = frozenset({(HTTP_TASK, HTTP_CONTRACT_VERSION)})
 """The built-in tasks a worker of :data:`BUILTIN_RUNTIME` may serve."""
-
-
-# -- dispatch -----------------------------------------------------------------
-
-
-def task_key(task: str, version: str) -> str:
-    """``task@version``: the routing key of a contract's queue on the ``tasks`` exchange."""
-    return f"{task}@{version}"
-
-
-def assignment_for(dispatch: DispatchTask) -> TaskAssignment:
-    """What the worker receives for a dispatched step."""
-    return TaskAssignment(**dispatch.model_dump(exclude={"type", "traceparent"}))
-
-
-def assignment_route(topology: Topology, dispatch: DispatchTask) -> tuple[str, str]:
-    """The exchange and routing key a dispatched step is published to."""
-    return topology.tasks, task_key(dispatch.task, dispatch.task_version)
-
-
-class TaskQueues:
-    """Task queues declared on demand, each once per process."""
-
-    def __init__(self, channel: AbstractChannel, topology: Topology) -> None:
-        self._channel = channel
-        self._topology = topology
-        self._declared: dict[tuple[str, str], asyncio.Future[str]] = {}
-
-    async def ensure(self, task: str, version: str) -> str:
-        """Declare the queue of ``task@version`` unless done already; its name."""
-        key = (task, version)
-        future = self._declared.get(key)
-        if future is None:
-            # Concurrent callers for a new contract share one declaration.
-            future = asyncio.ensure_future(
-                declare_task_queue(self._channel, self._topology, task, version)
-            )
-            self._declared[key] = future
-        try:
-            return await asyncio.shield(future)
-        except Exception:
-            if self._declared.get(key) is future:
-                del self._declared[key]  # declare again next time
-            raise
 
 
 # -- registration -------------------------------------------------------------

@@ -42,6 +42,7 @@ from orbit_runtime.registry import DefinitionRegistry, parse_definition
 from orbit_runtime.sessions import SessionRegistry, WorkerSession
 from orbit_runtime.settings import Settings
 from orbit_runtime.store import Append, AppendConflict, EventStore, ExecutionRow, OutboxMessage
+from orbit_runtime.tracing import trace_id
 from orbit_runtime.views import (
     Workers,
     decode_cursor,
@@ -352,6 +353,8 @@ class Executions:
             "error": row.error,
             "steps": steps,
             "waiting_for": execution_waiting_for(steps),
+            # Its trace (orbit_runtime.tracing): a child's is its root execution's.
+            "trace_id": f"{trace_id(state.trace_root):032x}",
         }
 
     async def _existing(self, execution_id: str, definition: Definition) -> dict[str, Json] | None:

@@ -279,7 +279,7 @@ class MetricsEndpoint:
             server.server_close()
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Dispatched:
     at: float
     """When its StepDispatched committed, on this process's monotonic clock."""
@@ -287,6 +287,8 @@ class _Dispatched:
     token: str
     wall_ms: int
     """The same moment on the wall clock (epoch ms), to compare with a worker's."""
+    started_seen: bool = False
+    """Whether a worker's start of this delivery was observed already."""
 
 
 _TERMINAL_STATUSES = frozenset({"completed", "failed", "cancelled", "timed_out"})
@@ -359,15 +361,18 @@ class StepClock:
                 EXECUTIONS_FINISHED.labels(workflow, status).inc()
             self._started.pop(execution_id, None)
 
-    def task_started(self, execution_id: str, token: str, started_at: int | None) -> None:
-        """A worker's result says when it began ``token``'s attempt (its epoch ms)."""
-        if started_at is None:
+    def task_started(self, execution_id: str, unit: str, token: str, started_at: int) -> None:
+        """A worker's result says when it began ``token``'s attempt of ``unit`` (epoch ms).
+
+        Observed once per delivery: the unit's entry is marked, and it goes
+        when the attempt's result is counted.
+        """
+        dispatched = self._started.get(execution_id, {}).get(unit)
+        if dispatched is None or dispatched.token != token or dispatched.started_seen:
             return
-        for dispatched in self._started.get(execution_id, {}).values():
-            if dispatched.token == token:
-                waited = max(started_at - dispatched.wall_ms, 0) / 1000
-                STEP_SCHEDULE_TO_START.labels(dispatched.task).observe(waited)
-                return
+        dispatched.started_seen = True
+        waited = max(started_at - dispatched.wall_ms, 0) / 1000
+        STEP_SCHEDULE_TO_START.labels(dispatched.task).observe(waited)
 
     def _start(self, execution_id: str, unit: str, dispatched: _Dispatched) -> None:
         units = self._started.setdefault(execution_id, {})

@@ -2,7 +2,10 @@
 
 A writer commits events and the messages they call for in one transaction,
 then hands the rows to :meth:`OutboxRelay.publish_committed`, which publishes
-them (confirmed, pipelined) and deletes them. Nothing is published for a
+them (confirmed, pipelined); the published rows are deleted in bulk, in the
+writer's next append transaction (or by the sweeper's flush when no append
+comes within ``sweep_interval``), so they cost no transaction of their own.
+Nothing is published for a
 transaction that rolled back, because nothing is published before the
 commit. If the writer dies between commit and publish, the rows stay; every
 relay sweeps rows older than a grace period, under ``FOR UPDATE SKIP
@@ -14,6 +17,7 @@ every consumer is idempotent on its input.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections.abc import Sequence
@@ -53,9 +57,7 @@ class OutboxRelay:
             return
         handed = time.perf_counter()
         try:
-            await self.publisher.publish_many(
-                (message.exchange, message.routing_key, message.body) for message in messages
-            )
+            await self.publisher.publish_many(messages)
         except Exception as error:
             metrics.OUTBOX_PUBLISH_FAILURES.labels(self.service).inc(len(messages))
             log.warning(
@@ -66,12 +68,9 @@ class OutboxRelay:
             return
         metrics.OUTBOX_PUBLISHED.labels(self.service).inc(len(messages))
         metrics.OUTBOX_RELAY_LAG.labels(self.service).observe(time.perf_counter() - handed)
-        try:
-            await self.store.delete_outbox(ids)
-        except Exception as error:
-            # Published already; the sweep will publish them once more (consumers are
-            # idempotent) and delete them.
-            log.warning("outbox delete failed: %r", error, extra={"action": "outbox.delete_failed"})
+        # Deleted later, in bulk. Should this process die first, the sweep publishes
+        # them once more (every consumer is idempotent on its input) and deletes them.
+        self.store.outbox_published(ids)
 
     async def sweep_once(self, limit: int = 500) -> int:
         """Publish rows left behind by writers that did not; how many."""
@@ -83,7 +82,12 @@ class OutboxRelay:
             # hold back, or make us publish again and again, the rows that can.
             outcomes = await asyncio.gather(
                 *(
-                    self.publisher.publish(row["exchange"], row["routing_key"], bytes(row["body"]))
+                    self.publisher.publish(
+                        row["exchange"],
+                        row["routing_key"],
+                        bytes(row["body"]),
+                        headers=json.loads(row["headers"]) if row["headers"] else None,
+                    )
                     for row in rows
                 ),
                 return_exceptions=True,
@@ -114,9 +118,11 @@ class OutboxRelay:
         return len(published)
 
     async def run_sweeper(self) -> None:
-        """Sweep forever, every ``sweep_interval`` seconds (until cancelled)."""
+        """Every ``sweep_interval`` seconds (until cancelled): delete the published rows
+        no append took along, and sweep the rows writers left behind."""
         while True:
             try:
+                await self.store.flush_published()
                 while await self.sweep_once() > 0:
                     pass
             except asyncio.CancelledError:

@@ -104,8 +104,9 @@ LIMIT $4
 
 COUNT_RUNNING = "SELECT count(*) FROM executions WHERE status = 'running'"
 
-# The gauges the timer service refreshes (orbit_runtime.gauges): each answered
-# from an index, so their cost follows what is active, not what ever ran.
+# The gauges the timer service refreshes (orbit_runtime.gauges): their cost
+# follows what is active or waiting, not what ever ran (a partial index for the
+# active executions; the outbox is small unless a relay is failing).
 ACTIVE_EXECUTIONS_BY_WORKFLOW = """
 SELECT workflow, count(*) AS active FROM executions
 WHERE status IN ('created', 'running') GROUP BY workflow
@@ -113,7 +114,8 @@ WHERE status IN ('created', 'running') GROUP BY workflow
 BACKLOG = """
 SELECT (SELECT count(*) FROM timers WHERE due_at <= $1) AS timers_due,
        (SELECT count(*) FROM outbox) AS outbox_depth,
-       (SELECT extract(epoch FROM now() - min(created_at)) FROM outbox) AS outbox_oldest_s
+       (SELECT extract(epoch FROM now() - created_at) FROM outbox ORDER BY id LIMIT 1)
+           AS outbox_oldest_s
 """
 
 # -- timers ------------------------------------------------------------------
@@ -146,8 +148,8 @@ NOTIFY_TIMERS = "SELECT pg_notify('orbit_timers', $1)"
 # -- outbox ------------------------------------------------------------------
 
 INSERT_OUTBOX = """
-INSERT INTO outbox (exchange, routing_key, body)
-SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[])
+INSERT INTO outbox (exchange, routing_key, body, headers)
+SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::jsonb[])
 RETURNING id
 """
 
@@ -156,7 +158,7 @@ DELETE_OUTBOX = "DELETE FROM outbox WHERE id = ANY($1::bigint[])"
 # Rows older than the grace period belong to a writer that did not publish
 # them (it crashed, or lost the broker): the relay takes them over.
 TAKE_STALE_OUTBOX = """
-SELECT id, exchange, routing_key, body,
+SELECT id, exchange, routing_key, body, headers,
        extract(epoch FROM now() - created_at)::float8 AS age
 FROM outbox
 WHERE created_at < now() - make_interval(secs => $1)

@@ -10,6 +10,7 @@ again and retries.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -41,6 +42,8 @@ class OutboxMessage:
     exchange: str
     routing_key: str
     body: bytes
+    headers: Mapping[str, str] | None = None
+    """AMQP headers (a task's ``traceparent``)."""
 
 
 @dataclass(frozen=True)
@@ -121,27 +124,46 @@ class Backlog:
     """Age of the oldest outbox row; 0 when there is none."""
 
 
+async def _keep_session(_connection: asyncpg.Connection) -> None:
+    """Release without resetting the session (asyncpg still rolls back an open transaction)."""
+
+
+class _WatchedConnection(asyncpg.Connection):
+    """A pooled connection that knows whether it was closed on purpose."""
+
+    closed_on_purpose = False
+
+    async def close(self, *, timeout: float | None = None) -> None:
+        self.closed_on_purpose = True
+        await super().close(timeout=timeout)
+
+    def terminate(self) -> None:
+        self.closed_on_purpose = True
+        super().terminate()
+
+
 class _ConnectionWatch:
     """Counts a pool's Postgres connections lost, and the reconnects after them.
 
-    Every connection the pool opens gets a termination listener; a
-    termination while the pool is not closing is a loss (the pool never
-    closes idle connections by itself: ``max_inactive_connection_lifetime``
-    is 0). The next connection the pool opens after a loss is a reconnect.
+    Every connection the pool opens gets a termination listener. The pool's
+    own closes (an idle connection retired, a query budget spent,
+    ``expire_connections``, a failed reset) and ours go through ``close`` or
+    ``terminate``, which mark the connection; a connection that ends
+    unmarked was lost. The next connection the pool opens after a loss is a
+    reconnect.
     """
 
     def __init__(self) -> None:
-        self.closing = False
         self._unanswered_losses = 0
 
     async def on_connect(self, connection: asyncpg.Connection) -> None:
         if self._unanswered_losses:
             self._unanswered_losses -= 1
             metrics.POSTGRES_RECONNECTS.inc()
-        connection.add_termination_listener(self._on_terminated)
+        connection.add_termination_listener(lambda _: self._on_terminated(connection))
 
-    def _on_terminated(self, _connection: object) -> None:
-        if not self.closing:
+    def _on_terminated(self, connection: asyncpg.Connection) -> None:
+        if not getattr(connection, "closed_on_purpose", False):
             self._unanswered_losses += 1
             metrics.POSTGRES_CONNECTION_LOSSES.inc()
 
@@ -149,28 +171,39 @@ class _ConnectionWatch:
 class EventStore:
     """Orbit's tables behind a few methods; every statement comes from :mod:`orbit_runtime.sql`."""
 
-    def __init__(self, pool: asyncpg.Pool, watch: _ConnectionWatch | None = None) -> None:
+    def __init__(self, pool: asyncpg.Pool) -> None:
         self.pool = pool
-        self._watch = watch
+        self._published: list[int] = []
+        """Outbox rows published already, deleted with the next append (or a flush)."""
 
     @classmethod
-    async def connect(cls, url: str, min_size: int = 2, max_size: int = 10) -> EventStore:
+    async def connect(
+        cls, url: str, min_size: int = 2, max_size: int = 10, *, max_queries: int = 50_000
+    ) -> EventStore:
+        """A store on a new pool; ``max_queries``: served by a connection before it is replaced."""
         watch = _ConnectionWatch()
         try:
             pool = await asyncpg.create_pool(
                 url,
                 min_size=min_size,
                 max_size=max_size,
+                max_queries=max_queries,
+                connection_class=_WatchedConnection,
                 init=watch.on_connect,
-                max_inactive_connection_lifetime=0,
+                # Orbit keeps no session state on pooled connections (no SET, LISTEN
+                # or advisory lock): releasing one only rolls back what is open,
+                # without asyncpg's reset query, a round trip per acquire.
+                reset=_keep_session,
             )
         except (OSError, asyncpg.PostgresError) as error:
             raise translate_connect_error("Postgres", url, error) from error
-        return cls(pool, watch)
+        return cls(pool)
 
     async def close(self) -> None:
-        if self._watch is not None:
-            self._watch.closing = True
+        """Delete what was published and not yet deleted (best effort), then close."""
+        # What cannot be deleted now is left to the sweep, which publishes it once more.
+        with contextlib.suppress(Exception):
+            await self.flush_published()
         await self.pool.close()
 
     async def ping(self) -> None:
@@ -187,6 +220,15 @@ class EventStore:
         """
         if not appends:
             return []
+        # The outbox rows published since the last append go in this transaction.
+        published, self._published = self._published, []
+        try:
+            return await self._append(appends, published)
+        except BaseException:
+            self._published = published + self._published  # not deleted: next time
+            raise
+
+    async def _append(self, appends: Sequence[Append], published: list[int]) -> list[int]:
         events = _event_columns(appends)
         # An append may carry only outbox messages (no events): it touches no row.
         new = [a for a in appends if a.events and a.expected_seq == 0]
@@ -199,6 +241,8 @@ class EventStore:
                     await connection.execute(sql.INSERT_EVENTS, *events)
             except asyncpg.UniqueViolationError:
                 raise AppendConflict([a.execution_id for a in appends]) from None
+            if published:
+                await connection.execute(sql.DELETE_OUTBOX, published)
             if new:
                 await connection.execute(sql.INSERT_EXECUTIONS, *_new_execution_columns(new))
             if old:
@@ -216,6 +260,7 @@ class EventStore:
                 [m.exchange for m in outbox],
                 [m.routing_key for m in outbox],
                 [m.body for m in outbox],
+                [_json_or_none(dict(m.headers)) if m.headers else None for m in outbox],
             )
             return [row["id"] for row in rows]
 
@@ -332,9 +377,22 @@ class EventStore:
 
     # -- outbox ----------------------------------------------------------------
 
-    async def delete_outbox(self, ids: Sequence[int]) -> None:
-        if ids:
-            await self.pool.execute(sql.DELETE_OUTBOX, list(ids))
+    def outbox_published(self, ids: Sequence[int]) -> None:
+        """Rows the relay published: deleted in the next append's transaction, so a
+        step costs no transaction of its own for them (or by :meth:`flush_published`)."""
+        self._published.extend(ids)
+
+    async def flush_published(self) -> int:
+        """Delete the published rows no append took along; how many."""
+        published, self._published = self._published, []
+        if not published:
+            return 0
+        try:
+            await self.pool.execute(sql.DELETE_OUTBOX, published)
+        except BaseException:
+            self._published = published + self._published
+            raise
+        return len(published)
 
 
 def _execution_row(row: asyncpg.Record, **details: Any) -> ExecutionRow:

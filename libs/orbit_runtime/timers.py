@@ -16,7 +16,7 @@ import logging
 from orbit_model.messages import TimerDue, encode
 from orbit_runtime import metrics, sql
 from orbit_runtime.broker import Publisher, Topology
-from orbit_runtime.store import EventStore
+from orbit_runtime.store import EventStore, OutboxMessage
 
 log = logging.getLogger("orbit.timer")
 
@@ -33,7 +33,7 @@ async def fire_due(
         for row in rows:
             due = TimerDue(execution_id=row["execution_id"], key=row["key"], due_at=row["due_at"])
             route = topology.decider_route(due.execution_id)
-            messages.append((route.exchange, route.routing_key, encode(due)))
+            messages.append(OutboxMessage(route.exchange, route.routing_key, encode(due)))
         await publisher.publish_many(messages)
     # Committed now (the delete with the publish): count and time them.
     for row in rows:

@@ -11,9 +11,12 @@ Ids are derived, so a trace is found from an execution id alone:
   replay of the same events is the same span.
 
 The execution span of a top-level execution is a root; a child's execution
-span is a child of the span of the parent's attempt that started it (the
-root's id travels in ``StartChild`` and is kept in the child's
-``WorkflowCreated``), and every attempt span is a child of its execution's span.
+span is a child of the span of the parent's attempt it answers (the one that
+started it, or the latest retry of that step, which re-attaches it), and
+every attempt span is a child of its execution's span. The root's id travels
+in ``StartChild`` and is kept in the child's ``WorkflowCreated``; a child
+started without it (by an older decider) has a trace of its own, linked to
+the parent's attempt.
 
 :class:`SpanRecorder` turns the events of a batch into finished spans only
 after the batch committed, so nothing is exported that is not durable. Events
@@ -40,7 +43,7 @@ from opentelemetry.sdk.resources import Resource
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
 from opentelemetry.sdk.util.instrumentation import InstrumentationScope
-from opentelemetry.trace import SpanContext, SpanKind, TraceFlags
+from opentelemetry.trace import Link, SpanContext, SpanKind, TraceFlags
 from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
 from opentelemetry.trace.status import Status, StatusCode
 from prometheus_client import Counter
@@ -273,13 +276,19 @@ class SpanRecorder:
         if state.error is not None:
             attributes["orbit.error_code"] = state.error.code
         parent: SpanContext | None = None
+        links: list[Link] = []
         if state.parent_execution_id and state.parent and state.parent_token:
             parent_unit = state.parent[len(state.parent_execution_id) + 1 :]
             parent_span = attempt_span_id(
                 state.parent_execution_id, parent_unit, state.parent_token
             )
-            parent = _context(state.trace_root, parent_span)
             attributes["orbit.parent_execution_id"] = state.parent_execution_id
+            if state.root_execution_id is not None:
+                parent = _context(state.trace_root, parent_span)
+            else:
+                # Started without its root's id (by an older decider): a trace of its
+                # own, linked to the parent's attempt, whose trace is the parent's.
+                links.append(Link(_context(state.parent_execution_id, parent_span)))
         self._emit(
             ReadableSpan(
                 name=f"execution {state.workflow}",
@@ -287,6 +296,7 @@ class SpanRecorder:
                 parent=parent,
                 resource=self.resource,
                 attributes=attributes,
+                links=links,
                 kind=SpanKind.INTERNAL,
                 instrumentation_scope=_SCOPE,
                 status=Status(StatusCode.OK if state.status == "completed" else StatusCode.ERROR),

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import importlib
 import sys
 from collections.abc import Coroutine
@@ -14,6 +13,7 @@ from rich.console import Console
 
 from orbit_model import DefinitionError, compile_definition
 from orbit_model.errors import OrbitError
+from orbit_runtime import lifecycle
 from orbit_runtime.lifecycle import run_until_stopped
 from orbit_runtime.logs import configure_logging
 from orbit_runtime.migrate import migrate as run_migrations
@@ -82,7 +82,7 @@ def _settings() -> Settings:
 def _run(coroutine: Coroutine[Any, Any, None]) -> None:
     """Run ``coroutine``; an OrbitError is printed as ``CODE: message``, exit 1."""
     try:
-        asyncio.run(coroutine)
+        lifecycle.run(coroutine)
     except OrbitError as error:
         _err.print(f"{error.code.value}: {error.message}", markup=False)
         raise typer.Exit(1) from None

@@ -4,7 +4,6 @@ running a request, and turning each failure into ``CODE: message`` and an exit c
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -14,6 +13,7 @@ from urllib.parse import urlsplit
 import httpx
 import typer
 
+from orbit_runtime import lifecycle
 from orbit_sdk.cli_render import console
 from orbit_sdk.client import OrbitClient, OrbitClientError
 
@@ -52,7 +52,7 @@ def call(url: str, work: Callable[[OrbitClient], Awaitable[T]]) -> T:
             return await work(client)
 
     try:
-        return asyncio.run(run())
+        return lifecycle.run(run())
     except (OrbitClientError, CommandFailed) as error:
         fail(error.code, error.message)
     except json.JSONDecodeError:

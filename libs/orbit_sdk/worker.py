@@ -43,6 +43,7 @@ from orbit_model.messages import (
     decode_assignment,
     encode,
 )
+from orbit_runtime import lifecycle
 from orbit_runtime.broker import Publisher, Topology, connect, open_channel
 from orbit_runtime.lifecycle import run_until_stopped
 from orbit_runtime.settings import Settings, load_settings
@@ -218,7 +219,7 @@ class Worker:
 
     def run_forever(self) -> None:
         """Serve until SIGTERM or SIGINT (or :meth:`stop`), then stop cleanly. Blocks."""
-        asyncio.run(run_until_stopped([self], stop=self._stop_requested))
+        lifecycle.run(run_until_stopped([self], stop=self._stop_requested))
 
     async def stop(self) -> None:
         """Stop taking tasks, let running ones finish, give back the rest, unregister.

@@ -25,6 +25,7 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobus
 from orbit_model.messages import DeciderInput, MalformedMessage, decode_decider_input
 from orbit_runtime.broker import (
     Publisher,
+    TaskQueues,
     Topology,
     connect,
     declare_topology,
@@ -95,7 +96,15 @@ class DeciderService:
         await declare_topology(publishing, self.topology)
         self._relay = OutboxRelay(self._store, Publisher(publishing), service=self.name)
         self._spans = SpanRecorder.from_endpoint(settings.otlp_endpoint)
-        self._deciding = Deciding(self._store, self.topology, settings, spans=self._spans)
+        # Declarations get a channel of their own: a refused declare closes its channel.
+        declaring = await open_channel(self._connection)
+        self._deciding = Deciding(
+            self._store,
+            self.topology,
+            settings,
+            spans=self._spans,
+            task_queues=TaskQueues(declaring, self.topology),
+        )
         consuming = await open_channel(self._connection, prefetch=settings.decider_batch_size)
         self._tasks = [
             asyncio.create_task(self._decide_forever(), name="decider.batches"),
@@ -201,16 +210,19 @@ class DeciderService:
                 delay = min(delay * 2, 5.0)
 
     async def _settle(self, batch: list[_Received], committed: Committed) -> None:
-        """Ack what is now durable and publish the outbox of the batch."""
+        """Publish the outbox of the batch, then ack the inputs, durable since the commit.
+
+        Publishing first puts the next hop (a task to its worker) before the acks.
+        """
         assert self._relay is not None
         self.batches += 1
+        await self._relay.publish_committed(committed.outbox_ids, committed.messages)
         for received in batch:
             try:
                 await received.message.ack()
             except Exception as error:
                 # Durable already: a redelivery of it is decided again and changes nothing.
                 log.warning("ack failed: %r", error, extra={"action": "decide.ack_failed"})
-        await self._relay.publish_committed(committed.outbox_ids, committed.messages)
 
     async def stop(self) -> None:
         self._stopping = True

@@ -1,17 +1,13 @@
-"""The dispatcher service: dispatched steps to task queues, and worker control.
+"""The dispatcher service: worker control, off the hot path.
 
-Two consumers on one connection:
-
-- ``NS.dispatch``: each :class:`~orbit_model.messages.DispatchTask` is
-  forwarded to its task queue and acked once the broker confirmed the
-  forward. aio-pika runs every delivery's callback as its own task, so up to
-  ``prefetch`` forwards are in flight at once and their confirms overlap. A
-  message that does not decode is parked in the dead-letter queue; a forward
-  that fails is given back (requeued, parked after the delivery limit).
-- ``NS.control``: register, heartbeat and unregister requests, answered on
-  their ``reply_to`` with the same correlation id.
-
-The rules live in :mod:`orbit_runtime.dispatching`; this is wiring.
+It consumes ``NS.control``: register, heartbeat and unregister requests,
+answered on their ``reply_to`` with the same correlation id. A registration
+declares the queues of the worker's contracts and opens a session; a
+heartbeat records what the worker holds and answers with what to cancel; an
+unregistration reports what the worker still held to the decider as lost.
+Tasks never pass through here: the decider publishes each assignment to its
+task queue itself. The rules live in :mod:`orbit_runtime.dispatching`; this
+is wiring.
 """
 
 from __future__ import annotations
@@ -34,31 +30,25 @@ from orbit_model.messages import (
     DeliveryLost,
     MalformedMessage,
     decode_control_request,
-    decode_dispatch,
     encode,
 )
 from orbit_runtime import metrics
 from orbit_runtime.broker import (
     Publisher,
+    TaskQueues,
     Topology,
     connect,
     declare_topology,
-    give_back,
     open_channel,
-    park,
 )
 from orbit_runtime.dispatching import (
     ControlHandler,
-    TaskQueues,
-    assignment_for,
-    assignment_route,
     control_error,
 )
 from orbit_runtime.metrics import MetricsEndpoint
 from orbit_runtime.sessions import SessionRegistry
 from orbit_runtime.settings import Settings
-from orbit_runtime.store import EventStore
-from orbit_runtime.tracing import traceparent
+from orbit_runtime.store import EventStore, OutboxMessage
 
 log = logging.getLogger("orbit.dispatcher")
 
@@ -93,20 +83,18 @@ class _InFlight:
 
 
 class DispatcherService:
-    """Forwards dispatched steps to task queues and answers worker control.
+    """Answers worker control: registrations, heartbeats, unregistrations.
 
     Args:
         settings: Orbit's settings.
-        prefetch: Dispatch messages in flight at once (forwards awaiting confirms).
-        stop_timeout: Seconds :meth:`stop` waits for forwards in flight.
+        stop_timeout: Seconds :meth:`stop` waits for answers in flight.
     """
 
     name = "dispatcher"
 
-    def __init__(self, settings: Settings, prefetch: int = 256, stop_timeout: float = 10.0):
+    def __init__(self, settings: Settings, stop_timeout: float = 10.0):
         self.settings = settings
         self.topology = Topology(settings.namespace, settings.decider_partitions)
-        self.prefetch = prefetch
         self.stop_timeout = stop_timeout
         self._store: EventStore | None = None
         self._connection: AbstractRobustConnection | None = None
@@ -131,12 +119,12 @@ class DispatcherService:
     async def _start(self) -> None:
         self._store = store = await EventStore.connect(self.settings.database_url)
         self._connection = connection = await connect(self.settings.amqp_url)
-        dispatch_channel = await open_channel(connection, self.prefetch)
-        await declare_topology(dispatch_channel, self.topology)
-        self._forwards = Publisher(dispatch_channel)
-        self._queues = TaskQueues(dispatch_channel, self.topology)
-        # Control gets its own channel: a flood of dispatches must not delay
-        # heartbeats, whose silence would get a worker declared lost.
+        # Queue declarations and lost-task notices get a channel of their own: a
+        # refused declare closes its channel, and must not take the consumer along.
+        declaring = await open_channel(connection)
+        await declare_topology(declaring, self.topology)
+        self._notices = Publisher(declaring)
+        self._queues = TaskQueues(declaring, self.topology)
         control_channel = await open_channel(connection, 32)
         self._replies = Publisher(control_channel)
         self._control = ControlHandler(
@@ -147,18 +135,16 @@ class DispatcherService:
             heartbeat_interval_ms=self.settings.heartbeat_interval_ms,
             session_timeout_ms=self.settings.session_timeout_ms,
         )
-        dispatch = await dispatch_channel.get_queue(self.topology.dispatch)
         control = await control_channel.get_queue(self.topology.control)
         self._sessions = SessionRegistry(store.pool)
         self._counting = asyncio.create_task(self._count_sessions(), name="dispatcher.sessions")
         self._consumers = [
-            (dispatch, await dispatch.consume(self._on_dispatch)),
             (control, await control.consume(self._on_control)),
         ]
         self._metrics.start()
 
     async def stop(self) -> None:
-        """Stop consuming, let forwards and answers in flight end, close."""
+        """Stop consuming, let answers in flight end, close."""
         await self._metrics.stop()
         if self._counting is not None:
             self._counting.cancel()
@@ -194,46 +180,6 @@ class DispatcherService:
         except Exception as error:
             log.debug("counting sessions failed: %r", error)
 
-    # -- dispatch ---------------------------------------------------------------
-
-    async def _on_dispatch(self, message: AbstractIncomingMessage) -> None:
-        with self._inflight:
-            try:
-                dispatch = decode_dispatch(message.body)
-            except MalformedMessage as error:
-                await _settle(park(message, error.message))
-                return
-            try:
-                await self._queues.ensure(dispatch.task, dispatch.task_version)
-                exchange, key = assignment_route(self.topology, dispatch)
-                # The attempt's span (ids derived, orbit_runtime.tracing) parents the worker's.
-                headers = {
-                    "traceparent": dispatch.traceparent
-                    or traceparent(
-                        dispatch.execution_id, dispatch.execution_id, dispatch.unit, dispatch.token
-                    )
-                }
-                await self._forwards.publish(
-                    exchange, key, encode(assignment_for(dispatch)), headers=headers
-                )
-            except Exception as error:
-                log.warning(
-                    "forwarding %s of %s failed: %r",
-                    dispatch.unit,
-                    dispatch.execution_id,
-                    error,
-                    extra={
-                        "action": "dispatch.failed",
-                        "execution_id": dispatch.execution_id,
-                        "step": dispatch.unit,
-                    },
-                )
-                await _settle(give_back(message, error))
-                return
-            await _settle(message.ack())
-
-    # -- control ----------------------------------------------------------------
-
     async def _on_control(self, message: AbstractIncomingMessage) -> None:
         with self._inflight:
             reply: ControlReply
@@ -267,10 +213,11 @@ class DispatcherService:
             await _settle(message.ack())
 
     async def _publish_lost(self, notices: Sequence[DeliveryLost]) -> None:
-        routes = [(self.topology.decider_route(n.execution_id), n) for n in notices]
-        await self._forwards.publish_many(
-            (route.exchange, route.routing_key, encode(notice)) for route, notice in routes
-        )
+        messages = []
+        for notice in notices:
+            route = self.topology.decider_route(notice.execution_id)
+            messages.append(OutboxMessage(route.exchange, route.routing_key, encode(notice)))
+        await self._notices.publish_many(messages)
 
 
 async def _settle(outcome: Awaitable[object]) -> None:

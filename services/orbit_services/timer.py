@@ -29,7 +29,7 @@ from orbit_runtime.gauges import Gauges
 from orbit_runtime.metrics import MetricsEndpoint
 from orbit_runtime.sessions import SessionRegistry
 from orbit_runtime.settings import Settings
-from orbit_runtime.store import EventStore
+from orbit_runtime.store import EventStore, OutboxMessage
 from orbit_runtime.timers import fire_due, next_due
 
 log = logging.getLogger("orbit.timer")
@@ -109,7 +109,7 @@ class TimerService:
                     reason=f"worker {worker_id} was not heard from for {timeout} ms",
                 )
                 route = self.topology.decider_route(task.execution_id)
-                messages.append((route.exchange, route.routing_key, encode(notice)))
+                messages.append(OutboxMessage(route.exchange, route.routing_key, encode(notice)))
             await publisher.publish_many(messages)
 
         while True:
@@ -138,7 +138,9 @@ class TimerService:
             except asyncio.CancelledError:
                 raise
             except Exception as error:
-                log.debug("refreshing gauges failed: %r", error)
+                log.warning(
+                    "refreshing gauges failed: %r", error, extra={"action": "gauges.failed"}
+                )
             await asyncio.sleep(self.settings.gauge_interval_ms / 1000)
 
     async def stop(self) -> None:

@@ -118,7 +118,6 @@ async def _delete_namespace(amqp_url: str, topology: Topology, task_queues: list
         channel = await connection.channel()
         queues = [
             topology.commands,
-            topology.dispatch,
             topology.control,
             topology.dead_letter,
             *(topology.decider_queue(p) for p in range(topology.partitions)),
@@ -129,7 +128,6 @@ async def _delete_namespace(amqp_url: str, topology: Topology, task_queues: list
         for exchange in (
             topology.commands,
             topology.decider,
-            topology.dispatch,
             topology.control,
             topology.tasks,
             topology.dead_letter,

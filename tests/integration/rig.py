@@ -1,8 +1,8 @@
 """A test rig for the decider: the test plays the gateway and the workers.
 
 It appends starts directly to the store (as the gateway does), reads what the
-decider sends to the dispatch queue, and answers with results on the
-decider's own queues.
+decider sends to a task queue, and answers with results on the decider's own
+queues.
 """
 
 from __future__ import annotations
@@ -12,13 +12,13 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import aio_pika
-from aio_pika.abc import AbstractChannel, AbstractQueue
+from aio_pika.abc import AbstractChannel
 
 from orbit_model.compiler import Definition
 from orbit_model.inputs import start_execution
-from orbit_model.messages import DispatchTask, TaskResult, Wake, encode
+from orbit_model.messages import TaskAssignment, TaskResult, Wake, encode
 from orbit_model.state import ExecutionState, replay
-from orbit_runtime.broker import Topology, declare_topology
+from orbit_runtime.broker import Topology, declare_task_queue, declare_topology
 from orbit_runtime.settings import Settings
 from orbit_runtime.store import Append, EventStore
 from orbit_services.decider import DeciderService
@@ -30,7 +30,6 @@ from .eventually import eventually
 class Rig:
     store: EventStore
     channel: AbstractChannel
-    dispatched: AbstractQueue
     topology: Topology
     decider: DeciderService
 
@@ -44,13 +43,19 @@ class Rig:
         exchange = await self.channel.get_exchange(route.exchange)
         await exchange.publish(aio_pika.Message(encode(message)), route.routing_key)
 
-    async def next_dispatch(self, timeout: float = 5.0) -> DispatchTask:
+    async def next_dispatch(
+        self, task: str = "greet", version: str = "1", timeout: float = 5.0
+    ) -> TaskAssignment:
+        """The next task the decider published to the queue of ``task@version``."""
+        name = await declare_task_queue(self.channel, self.topology, task, version)
+        queue = await self.channel.get_queue(name)
+
         async def probe() -> aio_pika.abc.AbstractIncomingMessage | None:
-            return await self.dispatched.get(fail=False, no_ack=True)
+            return await queue.get(fail=False, no_ack=True)
 
         message = await eventually(probe, lambda m: m is not None, timeout, what="a dispatch")
         assert message is not None
-        return DispatchTask.model_validate_json(message.body)
+        return TaskAssignment.model_validate_json(message.body)
 
     async def state(self, execution_id: str) -> ExecutionState:
         return replay(e.event for e in await self.store.read_events(execution_id))
@@ -66,11 +71,10 @@ async def decider_rig(settings: Settings, topology: Topology) -> AsyncIterator[R
     connection = await aio_pika.connect(settings.amqp_url)
     channel = await connection.channel()
     await declare_topology(channel, topology)
-    dispatched = await channel.get_queue(topology.dispatch)
     decider = DeciderService(settings)
     await decider.start()
     try:
-        yield Rig(store, channel, dispatched, topology, decider)
+        yield Rig(store, channel, topology, decider)
     finally:
         await decider.stop()
         await connection.close()

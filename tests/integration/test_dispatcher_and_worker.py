@@ -1,7 +1,8 @@
 """The dispatcher and the worker SDK against a real RabbitMQ and Postgres.
 
-The test plays the decider: it publishes ``DispatchTask`` messages to the
-dispatch exchange and reads what reaches the decider's partition queues.
+The test plays the decider: it declares task queues and publishes
+``TaskAssignment`` messages to them, and reads what reaches the decider's
+partition queues.
 """
 
 from __future__ import annotations
@@ -28,12 +29,12 @@ from orbit_model.messages import (
     ControlError,
     ControlReply,
     DeliveryLost,
-    DispatchTask,
     Heartbeat,
     InflightTask,
     RegisterWorker,
     Registration,
     StartExecution,
+    TaskAssignment,
     TaskResult,
     Unregistered,
     UnregisterWorker,
@@ -42,7 +43,7 @@ from orbit_model.messages import (
     decode_decider_input,
     encode,
 )
-from orbit_runtime.broker import Topology, declare_topology
+from orbit_runtime.broker import Topology, declare_task_queue, declare_topology
 from orbit_runtime.store import EventStore
 from orbit_sdk import TaskContext, TaskError, Worker, task
 from orbit_sdk.amqp_client import AmqpClient
@@ -138,15 +139,19 @@ class Harness:
         assert isinstance(reply, Registration), reply
         return reply
 
-    async def publish(self, exchange: str, routing_key: str, body: bytes) -> None:
+    async def publish(
+        self, exchange: str, routing_key: str, body: bytes, headers: dict[str, Any] | None = None
+    ) -> None:
         target = await self.channel.get_exchange(exchange)
-        await target.publish(aio_pika.Message(body), routing_key)
+        await target.publish(aio_pika.Message(body, headers=headers), routing_key)
 
     async def dispatch(
         self, task: str, version: str, input: JsonValue, execution_id: str | None = None
-    ) -> DispatchTask:
+    ) -> TaskAssignment:
+        """What the decider does: the contract's queue declared, the task published to it."""
         execution_id = execution_id or f"e-{uuid.uuid4().hex[:8]}"
-        message = DispatchTask(
+        await declare_task_queue(self.channel, self.topology, task, version)
+        message = TaskAssignment(
             execution_id=execution_id,
             workflow="wf",
             unit="step",
@@ -158,7 +163,8 @@ class Harness:
             input=input,
             result_route=self.topology.decider_route(execution_id),
         )
-        await self.publish(self.topology.dispatch, "dispatch", encode(message))
+        route = self.topology.task_route(task, version)
+        await self.publish(route.exchange, route.routing_key, encode(message))
         return message
 
     async def decider_inputs(self, count: int, timeout: float = 10.0) -> list[Any]:
@@ -170,7 +176,7 @@ class Harness:
         await eventually(probe, lambda n: n >= count, timeout, what=f"{count} decider inputs")
         return list(self.inbox)
 
-    async def result_for(self, dispatch: DispatchTask) -> TaskResult:
+    async def result_for(self, dispatch: TaskAssignment) -> TaskResult:
         [result] = await self.decider_inputs(1)
         assert isinstance(result, TaskResult)
         assert (result.execution_id, result.token) == (dispatch.execution_id, dispatch.token)
@@ -367,41 +373,6 @@ async def test_a_dispatched_task_waits_in_its_queue_until_a_worker_comes(
     assert result.output == {"echo": {"a": 1}}
     assert result.error is None
     assert result.worker_id == "late"
-
-
-async def test_forwards_of_different_messages_overlap(
-    harness: Harness, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    publisher = harness.dispatcher._forwards
-    forward = publisher.publish
-    count = {"now": 0, "most": 0}
-
-    async def counted(*args: Any, **kwargs: Any) -> None:
-        count["now"] += 1
-        count["most"] = max(count["most"], count["now"])
-        try:
-            await forward(*args, **kwargs)
-        finally:
-            count["now"] -= 1
-
-    monkeypatch.setattr(publisher, "publish", counted)
-    await asyncio.gather(*(harness.dispatch("echo", "1", {"n": n}) for n in range(100)))
-    queue = harness.topology.task_queue("echo", "1")
-    await eventually(lambda: harness.ready_messages(queue), lambda n: n == 100, what="100 queued")
-    # Awaited one by one, confirms would cap this at 1 (and at ~500 msg/s).
-    assert count["most"] > 1
-
-
-async def test_a_malformed_dispatch_message_is_dead_lettered(harness: Harness) -> None:
-    await harness.publish(harness.topology.dispatch, "dispatch", b'{"type": "DispatchTask"}')
-    dead = await harness.channel.get_queue(harness.topology.dead_letter)
-
-    async def probe() -> aio_pika.abc.AbstractIncomingMessage | None:
-        return await dead.get(fail=False, no_ack=True)
-
-    parked = await eventually(probe, lambda m: m is not None, what="a parked message")
-    assert parked is not None
-    assert parked.body == b'{"type": "DispatchTask"}'
 
 
 # -- the worker ----------------------------------------------------------------

@@ -1,16 +1,25 @@
-"""The outbox relay publishes and deletes rows a writer left behind; a stuck row holds none up."""
+"""The outbox: published rows deleted in bulk with the next append; the sweep relays rows
+left behind, and a stuck row holds none up."""
 
 from __future__ import annotations
 
-import aio_pika
+from pathlib import Path
 
+import aio_pika
+import pytest
+
+from orbit_model import compile_definition
+from orbit_model.inputs import start_execution
+from orbit_model.state import replay
 from orbit_runtime.broker import Publisher, declare_topology, open_channel
 from orbit_runtime.broker import connect as connect_broker
 from orbit_runtime.outbox import OutboxRelay
-from orbit_runtime.store import EventStore
+from orbit_runtime.store import Append, AppendConflict, EventStore, OutboxMessage
 
 from .conftest import OrbitEnv
 from .eventually import eventually
+
+HELLO = compile_definition((Path(__file__).parents[2] / "examples/hello-world.yaml").read_text())
 
 
 async def test_the_sweep_publishes_rows_left_behind(orbit_env: OrbitEnv) -> None:
@@ -23,13 +32,14 @@ async def test_the_sweep_publishes_rows_left_behind(orbit_env: OrbitEnv) -> None
         relay = OutboxRelay(store, Publisher(channel), grace_seconds=5)
         async with store.pool.acquire() as db:
             await db.execute(
-                "INSERT INTO outbox (exchange, routing_key, body, created_at) VALUES"
-                " ($1, 'dispatch', 'left behind', now() - interval '1 minute'),"
+                "INSERT INTO outbox (exchange, routing_key, body, headers, created_at) VALUES"
+                " ($1, 'command', 'left behind', '{\"traceparent\": \"00-ab-cd-01\"}',"
+                "  now() - interval '1 minute'),"
                 # A partition that does not exist (the partition count was changed):
                 # unroutable, so returned by the broker.
-                " ($2, '99', 'stuck', now() - interval '1 minute'),"
-                " ($1, 'dispatch', 'too fresh', now())",
-                topology.dispatch,
+                " ($2, '99', 'stuck', NULL, now() - interval '1 minute'),"
+                " ($1, 'command', 'too fresh', NULL, now())",
+                topology.commands,
                 topology.decider,
             )
         assert await relay.sweep_once() == 1
@@ -41,14 +51,52 @@ async def test_the_sweep_publishes_rows_left_behind(orbit_env: OrbitEnv) -> None
 
         reading = await aio_pika.connect(orbit_env.settings.amqp_url)
         reader = await reading.channel()
-        queue = await reader.get_queue(topology.dispatch)
+        queue = await reader.get_queue(topology.commands)
 
-        async def body() -> bytes | None:
-            message = await queue.get(fail=False, no_ack=True)
-            return None if message is None else message.body
+        async def relayed() -> aio_pika.abc.AbstractIncomingMessage | None:
+            return await queue.get(fail=False, no_ack=True)
 
-        assert await eventually(body, what="the relayed message") == b"left behind"
+        message = await eventually(relayed, what="the relayed message")
+        assert message is not None
+        assert message.body == b"left behind"
+        assert message.headers["traceparent"] == "00-ab-cd-01"  # its headers went along
         await reading.close()
+    finally:
+        await connection.close()
+        await store.close()
+
+
+async def test_published_rows_go_with_the_next_append_not_a_transaction_of_their_own(
+    orbit_env: OrbitEnv,
+) -> None:
+    topology = orbit_env.topology
+    store = await EventStore.connect(orbit_env.settings.database_url)
+    connection = await connect_broker(orbit_env.settings.amqp_url)
+    try:
+        channel = await open_channel(connection)
+        await declare_topology(channel, topology)
+        relay = OutboxRelay(store, Publisher(channel))
+        message = OutboxMessage(topology.commands, "command", b"a command")
+        first = start_execution(HELLO.ir, HELLO.hash, "o-1", {})
+        await store.register_definition(HELLO)
+        ids = await store.append([Append("o-1", 0, [first], replay([first]), outbox=[message])])
+        await relay.publish_committed(ids, [message])
+
+        async def rows() -> list[int]:
+            return [r["id"] for r in await store.pool.fetch("SELECT id FROM outbox")]
+
+        assert await rows() == ids  # published, not deleted yet
+        second = start_execution(HELLO.ir, HELLO.hash, "o-2", {})
+        await store.append([Append("o-2", 0, [second], replay([second]))])
+        assert await rows() == []  # deleted in that append's transaction
+        # A failed append keeps them for the next one.
+        ids = await store.append([Append("o-3", 0, [], replay([]), outbox=[message])])
+        await relay.publish_committed(ids, [message])
+        with pytest.raises(AppendConflict):
+            await store.append([Append("o-2", 0, [second], replay([second]))])  # taken
+        assert await rows() == ids
+        assert await store.flush_published() == 1
+        assert await rows() == []
     finally:
         await connection.close()
         await store.close()

@@ -56,13 +56,13 @@ async def test_a_sleep_and_a_retry_fire_on_time(rig: Rig, timer: TimerService) -
     await rig.store.register_definition(SLEEPY)
     began = time.monotonic()
     await rig.start(SLEEPY, "s-1", None)
-    first = await rig.next_dispatch()
+    first = await rig.next_dispatch("work", "1")
     slept = time.monotonic() - began
     assert 0.3 <= slept < 1.5
     failure = TaskFailure(code="FLAKY", message="again")
     failed_at = time.monotonic()
     await rig.send(TaskResult(execution_id="s-1", token=first.token, error=failure))
-    second = await rig.next_dispatch()
+    second = await rig.next_dispatch("work", "1")
     assert 0.2 <= time.monotonic() - failed_at < 1.5
     assert (second.attempt, second.idempotency_key) == (2, first.idempotency_key)
     await rig.send(TaskResult(execution_id="s-1", token=second.token, output="done"))
@@ -99,7 +99,7 @@ async def test_a_nearer_timer_wakes_the_service_at_once(
         await rig.store.register_definition(SLEEPY)
         began = time.monotonic()
         await rig.start(SLEEPY, "s-3", None)
-        await rig.next_dispatch(timeout=3)
+        await rig.next_dispatch("work", "1", timeout=3)
         assert time.monotonic() - began < 1.5
     finally:
         await service.stop()

@@ -73,7 +73,6 @@ def test_every_queue_and_exchange_is_named() -> None:
     names = [
         topology.commands,
         topology.decider,
-        topology.dispatch,
         topology.control,
         topology.tasks,
         topology.dead_letter,

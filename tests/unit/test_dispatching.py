@@ -1,4 +1,4 @@
-"""The dispatcher's rules: assignments, registration checks, warnings, which tokens stop."""
+"""The dispatcher's rules: task routes, registration checks, warnings, which tokens stop."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from orbit_model.inputs import accept_cancel, accept_lost_delivery, start_execut
 from orbit_model.messages import (
     ContractAnnouncement,
     DeliveryLost,
-    DispatchTask,
     InflightTask,
     RegisterWorker,
     Route,
@@ -21,8 +20,6 @@ from orbit_model.messages import (
 from orbit_model.state import ExecutionState, evolve, replay
 from orbit_runtime.broker import Topology
 from orbit_runtime.dispatching import (
-    assignment_for,
-    assignment_route,
     check_registration,
     contract_warnings,
     lost_deliveries,
@@ -35,39 +32,12 @@ HELLO = compile_definition((EXAMPLES / "hello-world.yaml").read_text())
 TOPOLOGY = Topology("ns", 4)
 
 
-def _dispatch(**changes: object) -> DispatchTask:
-    fields: dict[str, object] = {
-        "execution_id": "e-1",
-        "workflow": "order",
-        "unit": "ship[2]",
-        "task": "ship-item",
-        "task_version": "1",
-        "token": "tok",
-        "attempt": 3,
-        "idempotency_key": "e-1:ship[2]",
-        "redelivery": True,
-        "input": {"sku": "a"},
-        "result_route": Route(exchange="ns.decider", routing_key="1"),
-    }
-    return DispatchTask.model_validate({**fields, **changes})
-
-
-def test_an_assignment_carries_everything_the_worker_needs() -> None:
-    dispatch = _dispatch()
-    assignment = assignment_for(dispatch)
-    assert assignment.type == "TaskAssignment"
-    # The trace context goes on as the message's header, not in its body.
-    assert assignment.model_dump(exclude={"type"}) == dispatch.model_dump(
-        exclude={"type", "traceparent"}
+def test_a_task_goes_to_the_queue_of_its_contract() -> None:
+    assert TOPOLOGY.task_route("ship-item", "1") == Route(
+        exchange="ns.tasks", routing_key="ship-item@1"
     )
-
-
-def test_an_assignment_goes_to_the_queue_of_its_contract() -> None:
-    assert assignment_route(TOPOLOGY, _dispatch()) == ("ns.tasks", "ship-item@1")
-    assert assignment_route(TOPOLOGY, _dispatch(task_version="2.1")) == (
-        "ns.tasks",
-        "ship-item@2.1",
-    )
+    assert TOPOLOGY.task_route("ship-item", "2.1").routing_key == "ship-item@2.1"
+    assert TOPOLOGY.task_queue("ship-item", "2.1") == "ns.task.ship-item@2.1"
 
 
 def _register(

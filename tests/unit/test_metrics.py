@@ -55,8 +55,9 @@ def test_schedule_to_start_is_the_workers_start_less_the_dispatch() -> None:
     sum_before = _count(f"{name}_sum", task="sched-task")
     dispatched = StepDispatched(unit="a", token="tok-1", attempt=1)
     clock.committed(state, state, [dispatched], ir, now=1.0, now_ms=10_000)
-    clock.task_started("x-s", "tok-other", 10_100)  # not this delivery: not observed
-    clock.task_started("x-s", "tok-1", 10_250)
+    clock.task_started("x-s", "a", "tok-other", 10_100)  # not this delivery: not observed
+    clock.task_started("x-s", "a", "tok-1", 10_250)
+    clock.task_started("x-s", "a", "tok-1", 10_400)  # the same result again: observed once
     assert _count(f"{name}_count", task="sched-task") == count_before + 1
     assert _count(f"{name}_sum", task="sched-task") - sum_before == 0.25
     # A worker clock behind the decider's counts as no wait, never a negative one.
@@ -69,6 +70,6 @@ def test_schedule_to_start_is_the_workers_start_less_the_dispatch() -> None:
         now=3.0,
         now_ms=20_000,
     )
-    clock.task_started("x-s", "tok-2", 19_000)
+    clock.task_started("x-s", "a", "tok-2", 19_000)
     assert _count(f"{name}_sum", task="sched-task") - sum_before == 0.25
     assert _count(f"{name}_count", task="sched-task") == count_before + 2
