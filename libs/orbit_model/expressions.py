@@ -100,6 +100,9 @@ class Expression:
     source: str
     program: Any = field(repr=False, compare=False)
     references: References
+    functions: tuple[tuple[str, Any], ...] = field(default=(), repr=False, compare=False)
+    """The extended functions (``cel.stdlib``) it may call: registering all 48 on
+    every evaluation cost more than most evaluations themselves."""
 
     def evaluate(self, scope: Scope) -> Any:
         """Evaluate against ``scope``; the result is a JSON value.
@@ -109,7 +112,8 @@ class Expression:
                 result is not a JSON value (a timestamp, a duration, bytes).
         """
         context = cel.Context(variables=scope.variables())
-        stdlib.add_stdlib_to_context(context)
+        for name, function in self.functions:
+            context.add_function(name, function)
         try:
             result = self.program.execute(context)
         except Exception as error:
@@ -135,7 +139,28 @@ def compile_expression(source: str) -> Expression:
         program = cel.compile(source)
     except (ValueError, RuntimeError) as error:
         raise ExpressionSyntaxError(_syntax_message(str(error))) from None
-    return Expression(source=source, program=program, references=_analyse(source, program))
+    return Expression(
+        source=source,
+        program=program,
+        references=_analyse(source, program),
+        functions=_functions_named(source),
+    )
+
+
+_EXTENDED_FUNCTIONS: tuple[tuple[str, Any], ...] = tuple(
+    (name, function) for library in stdlib.EXTENSIONS.values() for name, function in library.items()
+)
+
+
+def _functions_named(source: str) -> tuple[tuple[str, Any], ...]:
+    """The extended functions whose name (its last part: ``greatest`` of
+    ``math.greatest``) appears in ``source`` as an identifier."""
+    identifiers = {token.text for token in _tokens(source) if token.kind == "ident"}
+    return tuple(
+        (name, function)
+        for name, function in _EXTENDED_FUNCTIONS
+        if name.rpartition(".")[2] in identifiers
+    )
 
 
 @dataclass(frozen=True)

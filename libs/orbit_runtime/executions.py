@@ -37,6 +37,7 @@ from orbit_model.payloads import payload_problem, payload_size
 from orbit_model.queries import evaluate_query
 from orbit_model.state import TERMINAL, ExecutionState, evolve, replay
 from orbit_runtime.broker import Topology
+from orbit_runtime.group_commit import GroupCommit
 from orbit_runtime.outbox import OutboxRelay
 from orbit_runtime.registry import DefinitionRegistry, parse_definition
 from orbit_runtime.sessions import SessionRegistry, WorkerSession
@@ -81,6 +82,8 @@ class Executions:
         self.settings = settings
         self.registry = DefinitionRegistry(store)
         self._sessions = SessionRegistry(store.pool)
+        self._commits = GroupCommit(store)
+        """Starts, signals and cancels that arrive together share a transaction."""
 
     # -- definitions -----------------------------------------------------------
 
@@ -157,7 +160,7 @@ class Executions:
         wake = self._wake(execution_id)
         append = Append(execution_id, 0, [event], evolve(ExecutionState(), event), outbox=[wake])
         try:
-            ids = await self.store.append([append])
+            ids = await self._commits.append(append)
         except AppendConflict:
             existing = await self._existing(execution_id, definition)
             if existing is None:  # pragma: no cover - history and row are written together
@@ -309,7 +312,7 @@ class Executions:
                 outbox=[wake],
             )
             try:
-                ids = await self.store.append([append])
+                ids = await self._commits.append(append)
             except AppendConflict:
                 state = await self._catch_up(state)
                 continue

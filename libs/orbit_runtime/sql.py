@@ -149,7 +149,10 @@ NOTIFY_TIMERS = "SELECT pg_notify('orbit_timers', $1)"
 
 INSERT_OUTBOX = """
 INSERT INTO outbox (exchange, routing_key, body, headers)
-SELECT * FROM unnest($1::text[], $2::text[], $3::bytea[], $4::jsonb[])
+SELECT exchange, routing_key, body, headers
+FROM unnest($1::text[], $2::text[], $3::bytea[], $4::jsonb[])
+     WITH ORDINALITY AS m (exchange, routing_key, body, headers, position)
+ORDER BY position
 RETURNING id
 """
 

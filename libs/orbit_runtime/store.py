@@ -15,7 +15,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, Self
 
 import asyncpg
 
@@ -179,7 +179,7 @@ class EventStore:
     @classmethod
     async def connect(
         cls, url: str, min_size: int = 2, max_size: int = 10, *, max_queries: int = 50_000
-    ) -> EventStore:
+    ) -> Self:
         """A store on a new pool; ``max_queries``: served by a connection before it is replaced."""
         watch = _ConnectionWatch()
         try:
@@ -212,7 +212,8 @@ class EventStore:
     # -- appending -------------------------------------------------------------
 
     async def append(self, appends: Sequence[Append]) -> list[int]:
-        """Write every append in one transaction; the ids of the outbox rows written.
+        """Write every append in one transaction; the ids of the outbox rows written,
+        in the order of the appends' messages.
 
         Raises:
             AppendConflict: Some execution already had events past ``expected_seq``
@@ -262,7 +263,9 @@ class EventStore:
                 [m.body for m in outbox],
                 [_json_or_none(dict(m.headers)) if m.headers else None for m in outbox],
             )
-            return [row["id"] for row in rows]
+            # Ids are drawn in insertion order, which is the messages' order: sorted,
+            # they line up with ``outbox`` (callers split them by append).
+            return sorted(row["id"] for row in rows)
 
     # -- reading ---------------------------------------------------------------
 

@@ -104,6 +104,13 @@ def _scope() -> Scope:
         ("${ size(input.items) }", 3),
         ("${ input.items.map(i, i * 2) }", [2, 4, 6]),
         ("${ input.name.upperAscii() }", "ORBIT"),
+        # One of each library of extended functions, registered only where named.
+        ("${ math.greatest(input.items) }", 3),
+        ("${ 'a,b'.split(',') }", ["a", "b"]),
+        ("${ sets.contains(input.items, [2]) }", True),
+        ("${ base64.encode(b'hi') }", "aGk="),
+        ("${ [3, 1, 2].sort() }", [1, 2, 3]),
+        ("${ max(input.items) }", 3),
         ("${ {'k': input.x} }", {"k": 2}),
         (
             {"a": "${ input.x }", "b": ["${ index }", "lit", 4], "c": None},
