@@ -165,14 +165,35 @@ class Deciding:
             groups.setdefault(item.execution_id, []).append(item)
         for _ in range(_MAX_CONFLICT_RETRIES):
             started = time.perf_counter()
-            states = await self._load(list(groups))
+            # A cached state is trusted unless an input says the history grew (a Wake):
+            # deciding on a stale one either appends, and loses to the newer events on
+            # the unique key (the batch is then re-read and decided again), or appends
+            # nothing, and is then re-read and decided again here.
+            trusted = {
+                execution_id
+                for execution_id, items in groups.items()
+                if not any(isinstance(item, Wake) for item in items)
+                and self.states.get(execution_id) is not None
+            }
+            states = await self._load(list(groups), trusted)
             now = self.clock()
             appends: list[Append] = []
             self._contracts.clear()
+            unsure: list[str] = []
             for execution_id, items in groups.items():
                 append = await self._plan(execution_id, states[execution_id], items, now)
                 if append is not None:
                     appends.append(append)
+                elif execution_id in trusted:
+                    unsure.append(execution_id)
+            if unsure:
+                states.update(await self._load(unsure, trusted=set()))
+                for execution_id in unsure:
+                    append = await self._plan(
+                        execution_id, states[execution_id], groups[execution_id], now
+                    )
+                    if append is not None:
+                        appends.append(append)
             await self._declare_task_queues()
             deciding = time.perf_counter()
             metrics.DECIDER_DECIDE_SECONDS.observe(deciding - started)
@@ -218,12 +239,21 @@ class Deciding:
 
     # -- loading -----------------------------------------------------------------
 
-    async def _load(self, execution_ids: list[str]) -> dict[str, ExecutionState]:
+    async def _load(self, execution_ids: list[str], trusted: set[str]) -> dict[str, ExecutionState]:
+        """The state of each execution: its cached state if it is ``trusted`` (and
+        cached), else its cached state brought up to date from the history (one
+        query for all)."""
         known = {execution_id: self.states.get(execution_id) for execution_id in execution_ids}
-        after = {eid: (state.last_seq if state else 0) for eid, state in known.items()}
-        new_events = await self.store.read_new_events(after)
         states: dict[str, ExecutionState] = {}
+        after: dict[str, int] = {}
         for execution_id, state in known.items():
+            if state is not None and execution_id in trusted:
+                states[execution_id] = state
+            else:
+                after[execution_id] = state.last_seq if state else 0
+        new_events = await self.store.read_new_events(after) if after else {}
+        for execution_id in after:
+            state = known[execution_id]
             events = new_events[execution_id]
             current = state or ExecutionState()
             for event in events:

@@ -37,38 +37,73 @@ FROM definitions, jsonb_each(coalesce(ir->'tasks', '{}'::jsonb)) AS t
 
 # -- history and executions ------------------------------------------------
 
-INSERT_EVENTS = """
-INSERT INTO history (execution_id, seq, type, data)
-SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[]::jsonb[])
-"""
-
-# An execution may end in the batch that creates it (a child whose steps are
-# all skipped): its outcome is written here as well.
-INSERT_EXECUTIONS = """
-INSERT INTO executions
-    (execution_id, workflow, version, definition_hash, status, parent, input, last_seq,
-     output, error, closed_at)
-SELECT u.execution_id, u.workflow, u.version, u.definition_hash, u.status, u.parent, u.input,
-       u.last_seq, u.output, u.error, CASE WHEN u.closed THEN now() END
-FROM unnest(
-    $1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[],
-    $7::text[]::jsonb[], $8::bigint[], $9::text[]::jsonb[], $10::text[]::jsonb[], $11::bool[])
-    AS u(execution_id, workflow, version, definition_hash, status, parent, input, last_seq,
-         output, error, closed)
-"""
-
-UPDATE_EXECUTIONS = """
-UPDATE executions AS e SET
-    status = u.status,
-    output = u.output,
-    error = u.error,
-    last_seq = u.last_seq,
-    updated_at = now(),
-    closed_at = CASE WHEN u.closed THEN coalesce(e.closed_at, now()) ELSE NULL END
-FROM unnest($1::text[], $2::text[], $3::text[]::jsonb[], $4::text[]::jsonb[], $5::bigint[],
-            $6::bool[])
-    AS u(execution_id, status, output, error, last_seq, closed)
-WHERE e.execution_id = u.execution_id
+# Everything a batch of appends writes, in one statement and so one round trip
+# (a statement is its own transaction): the events, the new and the changed
+# executions rows, the timers set and cleared, the outbox rows published since
+# the last append deleted and the new ones inserted (ids in the order of the
+# messages), and a notification of the nearest timer set, delivered at commit
+# so that a sleeping timer service wakes. Parts with nothing to write get
+# empty arrays. A seq someone else took, or an execution id that exists,
+# fails the whole statement with a unique violation: nothing is written.
+# (An execution may end in the batch that creates it: a child whose steps
+# are all skipped; its outcome is in its new row then.)
+APPEND = """
+WITH
+new_events AS (
+    INSERT INTO history (execution_id, seq, type, data)
+    SELECT * FROM unnest($1::text[], $2::bigint[], $3::text[], $4::text[]::jsonb[])
+),
+new_executions AS (
+    INSERT INTO executions
+        (execution_id, workflow, version, definition_hash, status, parent, input, last_seq,
+         output, error, closed_at)
+    SELECT u.execution_id, u.workflow, u.version, u.definition_hash, u.status, u.parent,
+           u.input, u.last_seq, u.output, u.error, CASE WHEN u.closed THEN now() END
+    FROM unnest(
+        $5::text[], $6::text[], $7::text[], $8::text[], $9::text[], $10::text[],
+        $11::text[]::jsonb[], $12::bigint[], $13::text[]::jsonb[], $14::text[]::jsonb[],
+        $15::bool[])
+        AS u(execution_id, workflow, version, definition_hash, status, parent, input,
+             last_seq, output, error, closed)
+),
+changed_executions AS (
+    UPDATE executions AS e SET
+        status = u.status,
+        output = u.output,
+        error = u.error,
+        last_seq = u.last_seq,
+        updated_at = now(),
+        closed_at = CASE WHEN u.closed THEN coalesce(e.closed_at, now()) ELSE NULL END
+    FROM unnest($16::text[], $17::text[], $18::text[]::jsonb[], $19::text[]::jsonb[],
+                $20::bigint[], $21::bool[])
+        AS u(execution_id, status, output, error, last_seq, closed)
+    WHERE e.execution_id = u.execution_id
+),
+timers_set AS (
+    INSERT INTO timers (execution_id, key, due_at)
+    SELECT * FROM unnest($22::text[], $23::text[], $24::bigint[])
+    ON CONFLICT (execution_id, key) DO UPDATE SET due_at = excluded.due_at
+),
+timers_cleared AS (
+    DELETE FROM timers AS t USING unnest($25::text[], $26::text[]) AS d(execution_id, key)
+    WHERE t.execution_id = d.execution_id AND t.key = d.key
+),
+published AS (
+    DELETE FROM outbox WHERE id = ANY($27::bigint[])
+),
+outbox_rows AS (
+    INSERT INTO outbox (exchange, routing_key, body, headers)
+    SELECT m.exchange, m.routing_key, m.body, m.headers
+    FROM unnest($28::text[], $29::text[], $30::bytea[], $31::jsonb[])
+         WITH ORDINALITY AS m (exchange, routing_key, body, headers, position)
+    ORDER BY m.position
+    RETURNING id
+),
+nearest_timer AS (
+    SELECT pg_notify('orbit_timers', $32::text) WHERE $32::text IS NOT NULL
+)
+SELECT coalesce((SELECT array_agg(id ORDER BY id) FROM outbox_rows), '{}') AS outbox_ids,
+       (SELECT count(*) FROM nearest_timer) AS notified
 """
 
 READ_EVENTS = """
@@ -120,17 +155,6 @@ SELECT (SELECT count(*) FROM timers WHERE due_at <= $1) AS timers_due,
 
 # -- timers ------------------------------------------------------------------
 
-UPSERT_TIMERS = """
-INSERT INTO timers (execution_id, key, due_at)
-SELECT * FROM unnest($1::text[], $2::text[], $3::bigint[])
-ON CONFLICT (execution_id, key) DO UPDATE SET due_at = excluded.due_at
-"""
-
-DELETE_TIMERS = """
-DELETE FROM timers AS t USING unnest($1::text[], $2::text[]) AS d(execution_id, key)
-WHERE t.execution_id = d.execution_id AND t.key = d.key
-"""
-
 TAKE_DUE_TIMERS = """
 DELETE FROM timers WHERE ctid IN (
     SELECT ctid FROM timers WHERE due_at <= $1 ORDER BY due_at LIMIT $2
@@ -143,18 +167,8 @@ NEXT_TIMER_DUE = "SELECT min(due_at) FROM timers"
 TIMERS_CHANNEL = "orbit_timers"
 """The LISTEN/NOTIFY channel on which appends announce the nearest timer they wrote."""
 
-NOTIFY_TIMERS = "SELECT pg_notify('orbit_timers', $1)"
 
 # -- outbox ------------------------------------------------------------------
-
-INSERT_OUTBOX = """
-INSERT INTO outbox (exchange, routing_key, body, headers)
-SELECT exchange, routing_key, body, headers
-FROM unnest($1::text[], $2::text[], $3::bytea[], $4::jsonb[])
-     WITH ORDINALITY AS m (exchange, routing_key, body, headers, position)
-ORDER BY position
-RETURNING id
-"""
 
 DELETE_OUTBOX = "DELETE FROM outbox WHERE id = ANY($1::bigint[])"
 

@@ -230,42 +230,30 @@ class EventStore:
             raise
 
     async def _append(self, appends: Sequence[Append], published: list[int]) -> list[int]:
-        events = _event_columns(appends)
         # An append may carry only outbox messages (no events): it touches no row.
         new = [a for a in appends if a.events and a.expected_seq == 0]
         old = [a for a in appends if a.events and a.expected_seq > 0]
         upserts, deletes = _timer_changes(appends)
         outbox = [message for a in appends for message in a.outbox]
-        async with self.pool.acquire() as connection, connection.transaction():
-            try:
-                if events[0]:
-                    await connection.execute(sql.INSERT_EVENTS, *events)
-            except asyncpg.UniqueViolationError:
-                raise AppendConflict([a.execution_id for a in appends]) from None
-            if published:
-                await connection.execute(sql.DELETE_OUTBOX, published)
-            if new:
-                await connection.execute(sql.INSERT_EXECUTIONS, *_new_execution_columns(new))
-            if old:
-                await connection.execute(sql.UPDATE_EXECUTIONS, *_execution_columns(old))
-            if upserts[0]:
-                await connection.execute(sql.UPSERT_TIMERS, *upserts)
-                # Delivered at commit: a sleeping timer service wakes for a nearer timer.
-                await connection.execute(sql.NOTIFY_TIMERS, str(min(upserts[2])))
-            if deletes[0]:
-                await connection.execute(sql.DELETE_TIMERS, *deletes)
-            if not outbox:
-                return []
-            rows = await connection.fetch(
-                sql.INSERT_OUTBOX,
+        try:
+            row = await self.pool.fetchrow(
+                sql.APPEND,
+                *_event_columns(appends),
+                *_new_execution_columns(new),
+                *_execution_columns(old),
+                *upserts,
+                *deletes,
+                published,
                 [m.exchange for m in outbox],
                 [m.routing_key for m in outbox],
                 [m.body for m in outbox],
                 [_json_or_none(dict(m.headers)) if m.headers else None for m in outbox],
+                str(min(upserts[2])) if upserts[2] else None,
             )
-            # Ids are drawn in insertion order, which is the messages' order: sorted,
-            # they line up with ``outbox`` (callers split them by append).
-            return sorted(row["id"] for row in rows)
+        except asyncpg.UniqueViolationError:
+            raise AppendConflict([a.execution_id for a in appends]) from None
+        assert row is not None  # the statement always answers one row
+        return list(row["outbox_ids"])
 
     # -- reading ---------------------------------------------------------------
 
