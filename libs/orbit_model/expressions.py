@@ -87,6 +87,9 @@ class References:
     roots: frozenset[str] = frozenset()
     unknown: frozenset[str] = frozenset()
     accesses: tuple[Access, ...] = field(default_factory=tuple)
+    dynamic: frozenset[str] = frozenset()
+    """The roots among ``steps``, ``signals`` and ``execution`` it also reads other than
+    by a static member (``steps[name]``, ``signals`` as a whole)."""
 
     def members(self, root: str) -> set[str]:
         """The members of ``root`` read statically."""
@@ -111,7 +114,7 @@ class Expression:
             OrbitError: ``EXPRESSION_ERROR`` when evaluation fails or the
                 result is not a JSON value (a timestamp, a duration, bytes).
         """
-        context = cel.Context(variables=scope.variables())
+        context = cel.Context(variables=scope.variables(self.references))
         for name, function in self.functions:
             context.add_function(name, function)
         try:
@@ -196,17 +199,29 @@ class Scope:
     item: Any = None
     index: int | None = None
 
-    def variables(self) -> dict[str, Any]:
-        """The scope as CEL variables."""
-        variables: dict[str, Any] = {
-            "input": self.input,
-            "steps": {
+    def variables(self, references: References | None = None) -> dict[str, Any]:
+        """The scope as CEL variables: all of it, or what ``references`` read.
+
+        Converting a value to CEL costs in proportion to its size, and an
+        execution's step outputs grow with every step: an expression that
+        names its steps statically (``steps.charge.output``) gets only those.
+        """
+        roots = SCOPE_ROOTS if references is None else references.roots
+        variables: dict[str, Any] = {}
+        if "input" in roots:
+            variables["input"] = self.input
+        if "steps" in roots:
+            steps = self.steps
+            names = _static_members(references, "steps")
+            if names is not None:
+                steps = {name: steps[name] for name in names if name in steps}
+            variables["steps"] = {
                 step_id: {"status": view.status, "output": view.output}
-                for step_id, view in self.steps.items()
-            },
-            "signals": dict(self.signals),
-        }
-        if self.execution is not None:
+                for step_id, view in steps.items()
+            }
+        if "signals" in roots:
+            variables["signals"] = dict(self.signals)
+        if self.execution is not None and "execution" in roots:
             execution: dict[str, Any] = {
                 "id": self.execution.id,
                 "workflow": self.execution.workflow,
@@ -216,9 +231,18 @@ class Scope:
                 execution["attempt"] = self.execution.attempt
             variables["execution"] = execution
         if self.index is not None:
-            variables["item"] = self.item
-            variables["index"] = self.index
+            if "item" in roots:
+                variables["item"] = self.item
+            if "index" in roots:
+                variables["index"] = self.index
         return variables
+
+
+def _static_members(references: References | None, root: str) -> set[str] | None:
+    """The members of ``root`` the expression reads, if it reads only those."""
+    if references is None or root in references.dynamic:
+        return None
+    return references.members(root)
 
 
 def iter_expressions(template: Any) -> Iterator[tuple[tuple[str | int, ...], str]]:
@@ -292,6 +316,7 @@ def _analyse(source: str, program: Any) -> References:
     tokens = _tokens(source)
     bound: set[str] = set()
     accesses: list[Access] = []
+    dynamic: set[str] = set()
     for position, token in enumerate(tokens):
         previous = tokens[position - 1].text if position else ""
         if token.kind != "ident":
@@ -302,10 +327,17 @@ def _analyse(source: str, program: Any) -> References:
             access = _access(tokens, position)
             if access is not None:
                 accesses.append(access)
+            else:
+                dynamic.add(token.text)
     variables = set(program.variables())
     roots = variables & SCOPE_ROOTS
     unknown = variables - SCOPE_ROOTS - bound - _FUNCTION_NAMESPACES
-    return References(roots=frozenset(roots), unknown=frozenset(unknown), accesses=tuple(accesses))
+    return References(
+        roots=frozenset(roots),
+        unknown=frozenset(unknown),
+        accesses=tuple(accesses),
+        dynamic=frozenset(dynamic),
+    )
 
 
 def _text(tokens: list[_Token], position: int) -> str:

@@ -57,6 +57,12 @@ TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
 )
 
 
+_SETTLE_AHEAD = 4
+"""Committed batches the decider may be ahead of their publishing."""
+_SETTLE_TIMEOUT = 10.0
+"""Seconds stopping waits for committed batches to be published and acked."""
+
+
 class _Stopping(Exception):
     """The service stops while a batch waits to be retried."""
 
@@ -74,6 +80,10 @@ class DeciderService:
         self.settings = settings
         self.topology = Topology(settings.namespace, settings.decider_partitions)
         self._inbox: asyncio.Queue[_Received] = asyncio.Queue()
+        self._committed: asyncio.Queue[tuple[list[_Received], Committed]] = asyncio.Queue(
+            maxsize=_SETTLE_AHEAD
+        )
+        """Committed batches waiting to be published and acked, in commit order."""
         self._tasks: list[asyncio.Task[None]] = []
         self._consumers: list[tuple[object, str]] = []
         self._connection: AbstractRobustConnection | None = None
@@ -108,6 +118,7 @@ class DeciderService:
         consuming = await open_channel(self._connection, prefetch=settings.decider_batch_size)
         self._tasks = [
             asyncio.create_task(self._decide_forever(), name="decider.batches"),
+            asyncio.create_task(self._settle_forever(), name="decider.settle"),
             asyncio.create_task(self._relay.run_sweeper(), name="decider.outbox"),
         ]
         await self._consume(consuming)
@@ -158,7 +169,7 @@ class DeciderService:
             )
             await give_back(batch[0].message, error)
             return
-        await self._settle(batch, committed)
+        await self._committed.put((batch, committed))
 
     async def _decide_alone(self, batch: list[_Received]) -> None:
         """Decide each execution of a failed batch on its own, to isolate the bad input."""
@@ -179,7 +190,7 @@ class DeciderService:
                 for received in group:
                     await give_back(received.message, error)
                 continue
-            await self._settle(group, committed)
+            await self._committed.put((group, committed))
 
     async def _handle(self, batch: list[_Received]) -> Committed:
         """Decide and commit; while Postgres is away or races go on, wait and try again.
@@ -209,6 +220,22 @@ class DeciderService:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
 
+    async def _settle_forever(self) -> None:
+        """Publish and ack the committed batches in order, while the next is decided.
+
+        The decider would otherwise wait for the broker's confirms between
+        batches. One batch at a time, in commit order, so messages to one
+        queue keep the order of the commits that wrote them.
+        """
+        while True:
+            batch, committed = await self._committed.get()
+            try:
+                await self._settle(batch, committed)
+            except Exception:  # publish and ack failures are handled inside; a bug is not
+                log.exception("settling a batch failed", extra={"action": "decide.settle_failed"})
+            finally:
+                self._committed.task_done()
+
     async def _settle(self, batch: list[_Received], committed: Committed) -> None:
         """Publish the outbox of the batch, then ack the inputs, durable since the commit.
 
@@ -231,8 +258,11 @@ class DeciderService:
             with contextlib.suppress(Exception):
                 await queue.cancel(tag)  # type: ignore[attr-defined]
         self._consumers.clear()
-        # Let the batch in hand finish, then give back what was received but not decided.
+        # Let the batch in hand finish and what is committed be published and acked,
+        # then give back what was received but not decided.
         async with self._busy:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._committed.join(), _SETTLE_TIMEOUT)
             for task in self._tasks:
                 task.cancel()
             for task in self._tasks:

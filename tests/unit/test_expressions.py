@@ -111,6 +111,10 @@ def _scope() -> Scope:
         ("${ base64.encode(b'hi') }", "aGk="),
         ("${ [3, 1, 2].sort() }", [1, 2, 3]),
         ("${ max(input.items) }", 3),
+        # Steps read as a whole or by a computed name see every step.
+        ("${ size(steps) }", 2),
+        ("${ steps['a'].output.n }", 5),
+        ("${ steps.a.output.n + size(steps) }", 7),
         ("${ {'k': input.x} }", {"k": 2}),
         (
             {"a": "${ input.x }", "b": ["${ index }", "lit", 4], "c": None},
@@ -121,6 +125,19 @@ def _scope() -> Scope:
 )
 def test_evaluates_templates(template: object, value: object) -> None:
     assert evaluate_template(template, _scope()) == value
+
+
+def test_an_expression_gets_only_the_steps_it_names() -> None:
+    scope = _scope()
+    named = compile_expression("steps.a.output.n + input.x")
+    assert named.references.dynamic == frozenset()
+    assert scope.variables(named.references) == {
+        "input": scope.input,
+        "steps": {"a": {"status": "succeeded", "output": {"n": 5}}},
+    }
+    whole = compile_expression("size(steps) > 0 && steps.a.status == 'succeeded'")
+    assert whole.references.dynamic == {"steps"}
+    assert set(scope.variables(whole.references)["steps"]) == {"a", "b"}
 
 
 def test_item_and_index_are_bound_only_inside_a_unit() -> None:
