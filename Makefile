@@ -36,7 +36,7 @@ demo: install
 	$(BIN)/orbit dev --demo
 
 # The benchmark (bench/README.md): its own database and namespace, each service a
-# process, W1-W3 by default; BENCH_ARGS="--quick" or "--workloads W1,W2,W3,W4".
+# process, W1-W4 by default (about 3 minutes); BENCH_ARGS="--quick" or "--workloads W1,W3".
 BENCH_ARGS ?=
 bench: install
 	$(BIN)/python -m bench.run $(BENCH_ARGS)

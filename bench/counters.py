@@ -1,4 +1,13 @@
-"""Counted cost: Postgres write transactions and WAL, and the CPU of every process, as deltas.
+"""Counted cost: Postgres write transactions and WAL, statements and RabbitMQ messages,
+and the CPU of every process, as deltas.
+
+Statements and messages come from Orbit's own counters, scraped from the
+``/metrics`` of every service and of the worker (and read from this
+process's registry for what the bench's own client publishes):
+``orbit_postgres_statements_total`` (every statement sent, BEGIN and COMMIT
+included) and ``orbit_amqp_messages_published_total`` (every message
+published, each confirmed; each is consumed once, so it is also the count of
+messages through the broker).
 
 Write transactions are the delta of the next transaction id
 (``pg_snapshot_xmax(pg_current_snapshot())``): every transaction that writes
@@ -20,8 +29,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import asyncpg
+import httpx
+from prometheus_client import REGISTRY
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench import procs
+
+_COUNTED = ("orbit_postgres_statements_total", "orbit_amqp_messages_published_total")
 
 _STAT_FLUSH_WAIT = 1.5  # backends report their counters at most once a second
 
@@ -33,6 +47,8 @@ class Snapshot:
     cpu: dict[str, float]
     own_queries: int
     at: float
+    counted: dict[str, float] = field(default_factory=dict)
+    """Orbit's own counters, summed over its processes."""
 
 
 @dataclass
@@ -42,8 +58,8 @@ class Counters:
     conn: asyncpg.Connection
     database: str
     pids: dict[str, int]
+    metrics_urls: dict[str, str] = field(default_factory=dict)
     own_queries: int = 0
-    statements_note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
     async def fetch(self, query: str, *args: Any) -> list[asyncpg.Record]:
@@ -76,7 +92,21 @@ class Counters:
             cpu=cpu,
             own_queries=self.own_queries,
             at=time.monotonic(),
+            counted=await self._scrape(),
         )
+
+    async def _scrape(self) -> dict[str, float]:
+        """Orbit's counters, summed over every process's /metrics and this one's."""
+        totals = {name: REGISTRY.get_sample_value(name) or 0.0 for name in _COUNTED}
+        async with httpx.AsyncClient(timeout=10) as http:
+            for url in self.metrics_urls.values():
+                response = await http.get(url)
+                response.raise_for_status()
+                for family in text_string_to_metric_families(response.text):
+                    for sample in family.samples:
+                        if sample.name in totals:
+                            totals[sample.name] += sample.value
+        return totals
 
     def delta(
         self, before: Snapshot, after: Snapshot, steps: int, seconds: float
@@ -88,8 +118,11 @@ class Counters:
         machine = cpu.pop("machine (all cores, busy)")
         # What else ran meanwhile (someone's tests, say): the figures are then not clean.
         cpu["other processes"] = round(max(0.0, machine - sum(cpu.values())), 2)
+        counted = {k: after.counted.get(k, 0.0) - before.counted.get(k, 0.0) for k in _COUNTED}
         per_step = {
             "pg_write_transactions": _ratio(db["write_transactions"], steps),
+            "pg_statements": _ratio(counted["orbit_postgres_statements_total"], steps),
+            "amqp_messages": _ratio(counted["orbit_amqp_messages_published_total"], steps),
             "wal_bytes": _ratio(wal["wal_bytes"], steps),
             "cpu_ms_total": _ratio((sum(cpu.values()) - cpu["other processes"]) * 1000, steps),
         }
@@ -100,10 +133,10 @@ class Counters:
             "bench_own_queries_are": "read-only: they take no transaction id",
             "postgres_cluster": {**db, **wal},
             "cpu_seconds": cpu,
+            "orbit_counters": {k: round(v) for k, v in counted.items()},
+            "orbit_counters_are": "summed over every service, the worker and the bench's client;"
+            " statements include BEGIN/COMMIT and the services' background polls",
             "per_step": per_step,
-            "pg_statements": self.statements_note,
-            "rabbitmq_messages": "not counted: needs the management plugin's message "
-            "statistics (passive queue declares give only the ready count)",
         }
 
 
@@ -115,13 +148,3 @@ def _self_pid() -> int:
 
 def _ratio(value: float, steps: int) -> float | None:
     return round(value / steps, 3) if steps else None
-
-
-async def statements_available(conn: asyncpg.Connection) -> str:
-    preload = await conn.fetchval("SHOW shared_preload_libraries")
-    if "pg_stat_statements" in (preload or ""):
-        return "pg_stat_statements is loaded but not used by this version of the bench"
-    return (
-        "not counted: pg_stat_statements is not in shared_preload_libraries on this server"
-        " (it needs a restart of Postgres); write transactions and WAL bytes are counted instead"
-    )

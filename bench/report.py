@@ -66,6 +66,8 @@ def table(result: dict[str, Any]) -> str:
                     f"{_fraction(r['steps_per_s'] * (cost['pg_write_transactions'] or 0), commit1)}"
                     " of 1-conn commits/s",
                 ),
+                ("", "Postgres statements / step", f"{cost['pg_statements']}", ""),
+                ("", "RabbitMQ messages / step", f"{cost['amqp_messages']}", ""),
                 ("", "WAL bytes / step", f"{cost['wal_bytes']:.0f}", ""),
                 ("", "CPU ms / step (all processes)", f"{cost['cpu_ms_total']}", ""),
             ]
@@ -92,10 +94,12 @@ def table(result: dict[str, Any]) -> str:
             ),
             (
                 "",
-                "Postgres write transactions / step",
-                f"{r['cost']['per_step']['pg_write_transactions']}",
+                "Postgres write transactions / statements / step",
+                f"{r['cost']['per_step']['pg_write_transactions']}"
+                f" / {r['cost']['per_step']['pg_statements']}",
                 "",
             ),
+            ("", "RabbitMQ messages / step", f"{r['cost']['per_step']['amqp_messages']}", ""),
         ]
     if "W4" in w:
         r = w["W4"]
@@ -124,8 +128,15 @@ def table(result: dict[str, Any]) -> str:
             ),
             (
                 "",
-                "Postgres write transactions / execution",
-                f"{r['cost_signal_phase']['per_step']['pg_write_transactions']}",
+                "Postgres write transactions / statements / execution",
+                f"{r['cost_signal_phase']['per_step']['pg_write_transactions']}"
+                f" / {r['cost_signal_phase']['per_step']['pg_statements']}",
+                "",
+            ),
+            (
+                "",
+                "RabbitMQ messages / execution",
+                f"{r['cost_signal_phase']['per_step']['amqp_messages']}",
                 "",
             ),
         ]
@@ -140,6 +151,9 @@ def table(result: dict[str, Any]) -> str:
             cpu = ", ".join(f"{k} {v:.1f}" for k, v in cost["cpu_seconds"].items())
             out.append(f"{key} CPU seconds over {cost['interval_s']} s: {cpu}")
     out.append("")
-    out.append("Postgres statements: " + result["pg_statements"])
-    out.append("RabbitMQ messages per step: " + result["rabbitmq_messages"])
+    out.append(
+        "Statements and messages are Orbit's own counters (orbit_postgres_statements_total,"
+        " orbit_amqp_messages_published_total) summed over every process;"
+    )
+    out.append("write transactions and WAL are Postgres's, for the whole cluster.")
     return "\n".join(out)

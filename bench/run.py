@@ -22,7 +22,7 @@ import aio_pika
 import asyncpg
 
 from bench import limits, procs, workloads
-from bench.counters import Counters, statements_available
+from bench.counters import Counters
 from bench.report import table
 from bench.stack import ROOT, BenchStack
 
@@ -44,7 +44,9 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--quick", action="store_true", help="smaller sizes (W1 200, W2 20, W3 10, W4 2000)"
     )
-    parser.add_argument("--workloads", default="W1,W2,W3", help="comma-separated, of W1,W2,W3,W4")
+    parser.add_argument(
+        "--workloads", default="W1,W2,W3,W4", help="comma-separated, of W1,W2,W3,W4"
+    )
     parser.add_argument("--n", type=int, help="the size of every workload chosen (overrides)")
     for key in DEFAULTS:
         parser.add_argument(f"--n-{key.lower()}", type=int, help=f"size of {key}")
@@ -128,12 +130,11 @@ async def main(argv: list[str] | None = None) -> int:
         }
         conn = await asyncpg.connect(stack.settings.database_url)
         try:
-            counters = Counters(conn, stack.database, {n: p.pid for n, p in stack.procs.items()})
-            counters.statements_note = await statements_available(conn)
-            result["pg_statements"] = counters.statements_note
-            result["rabbitmq_messages"] = (
-                "not counted: cumulative message counts need the management plugin's"
-                " statistics; a passive queue declare gives only the ready count"
+            counters = Counters(
+                conn,
+                stack.database,
+                {n: p.pid for n, p in stack.procs.items()},
+                stack.metrics_urls(),
             )
             if not args.no_limits:
                 _say("machine limits: Postgres single-row commits (3 s, 1 then 8 connections)")

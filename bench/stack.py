@@ -79,6 +79,9 @@ class BenchStack:
         self.database = f"orbit_bench_{self.suffix}"
         self.namespace = f"bench{self.suffix}"
         self.http_port = _free_port()
+        # Every process serves its own /metrics: the cost per step is counted from them.
+        self.metrics_ports = {name: _free_port() for name in (*SERVICES, "worker")}
+        self.metrics_ports["gateway"] = self.http_port  # the gateway serves it on its port
         self.settings: Settings = load_settings(
             database_url=_with_database(self.server_url, self.database),
             amqp_url=self.amqp_url,
@@ -107,7 +110,13 @@ class BenchStack:
     ) -> None:
         await self.close()
 
-    def _env(self) -> dict[str, str]:
+    def metrics_urls(self) -> dict[str, str]:
+        """The ``/metrics`` of each service and of the worker."""
+        return {
+            name: f"http://127.0.0.1:{port}/metrics" for name, port in self.metrics_ports.items()
+        }
+
+    def _env(self, name: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ORBIT_")}
         env.update(
             {
@@ -121,6 +130,10 @@ class BenchStack:
                 "PYTHONPATH": str(ROOT),
             }
         )
+        if name == "worker":
+            env["BENCH_WORKER_METRICS_PORT"] = str(self.metrics_ports[name])
+        elif name != "gateway":
+            env["ORBIT_METRICS_PORT"] = str(self.metrics_ports[name])
         return env
 
     async def _spawn(self, name: str, *args: str) -> Proc:
@@ -132,7 +145,7 @@ class BenchStack:
             "-m",
             "orbit_sdk",
             *args,
-            env=self._env(),
+            env=self._env(name),
             cwd=str(ROOT),
             stdout=log,
             stderr=asyncio.subprocess.STDOUT,

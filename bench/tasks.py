@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from prometheus_client import start_http_server
+
 from orbit_sdk import TaskContext, Worker, task
 
 
@@ -23,3 +25,7 @@ worker = Worker(
     worker_id=f"bench-{os.getpid()}",
     concurrency=int(os.environ.get("BENCH_WORKER_CONCURRENCY", "64")),
 )
+
+# The bench counts the messages the worker publishes from its /metrics.
+if os.environ.get("BENCH_WORKER_METRICS_PORT"):
+    start_http_server(int(os.environ["BENCH_WORKER_METRICS_PORT"]), addr="127.0.0.1")

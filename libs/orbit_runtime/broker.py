@@ -291,6 +291,7 @@ class Publisher:
         )
         target = await self._exchange(exchange)
         await target.publish(message, routing_key, mandatory=exchange != "")
+        metrics.AMQP_PUBLISHED.inc()
 
     async def publish_many(self, messages: Iterable[Outgoing]) -> None:
         """Publish all, confirmed; raises the first failure after every publish has ended."""

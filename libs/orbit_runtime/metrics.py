@@ -211,6 +211,14 @@ AMQP_CONNECTION_LOSSES = Counter(
 AMQP_RECONNECTS = Counter(
     "orbit_amqp_reconnects_total", "Connections to RabbitMQ restored after a loss."
 )
+AMQP_PUBLISHED = Counter(
+    "orbit_amqp_messages_published_total",
+    "Messages this process published to RabbitMQ (each confirmed by the broker).",
+)
+POSTGRES_STATEMENTS = Counter(
+    "orbit_postgres_statements_total",
+    "Statements this process sent to Postgres through its pool (BEGIN and COMMIT included).",
+)
 POSTGRES_CONNECTION_LOSSES = Counter(
     "orbit_postgres_connection_losses_total",
     "Pooled connections to Postgres that ended without the service closing them.",

@@ -142,8 +142,13 @@ class _WatchedConnection(asyncpg.Connection):
         super().terminate()
 
 
+def _count_statement(_query: object) -> None:
+    metrics.POSTGRES_STATEMENTS.inc()
+
+
 class _ConnectionWatch:
-    """Counts a pool's Postgres connections lost, and the reconnects after them.
+    """Counts a pool's Postgres connections lost, and the reconnects after them (and,
+    through a query logger on each connection, the statements sent).
 
     Every connection the pool opens gets a termination listener. The pool's
     own closes (an idle connection retired, a query budget spent,
@@ -161,6 +166,7 @@ class _ConnectionWatch:
             self._unanswered_losses -= 1
             metrics.POSTGRES_RECONNECTS.inc()
         connection.add_termination_listener(lambda _: self._on_terminated(connection))
+        connection.add_query_logger(_count_statement)
 
     def _on_terminated(self, connection: asyncpg.Connection) -> None:
         if not getattr(connection, "closed_on_purpose", False):

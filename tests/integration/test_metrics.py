@@ -157,6 +157,10 @@ async def test_a_known_workload_is_counted(orbit_env: OrbitEnv) -> None:
     assert delta("orbit_outbox_published_total", service="decider") >= 2 * RUNS + 1
     assert delta("orbit_outbox_relay_lag_seconds_count", service="decider") > 0
     assert value(after, "orbit_outbox_oldest_seconds") == 0
+    # What the benchmark counts cost with: every message and statement of the process.
+    # (5 starts' wakes, 11 tasks and their 11 results at least, all in this process.)
+    assert delta("orbit_amqp_messages_published_total") >= RUNS + 2 * (2 * RUNS + 1)
+    assert delta("orbit_postgres_statements_total") >= RUNS  # an append per start at least
     assert delta("orbit_timers_fired_total", kind="retry") == 1
     assert delta("orbit_timer_lateness_seconds_count", kind="retry") == 1
     assert value(after, "orbit_worker_sessions_online") >= 1
