@@ -1,12 +1,15 @@
 """The definitions registry: parse, pin children, store, and look up by name or hash.
 
 Definitions never change once registered, so every one read is cached for
-good, by ``(name, version)`` and by hash; only "which versions exist" is read
-from Postgres each time, because another gateway may have registered a new one.
+good, by ``(name, version)`` and by hash. Which version of a workflow is the
+newest (what a start without a version runs) is read from Postgres at most
+once per :data:`LATEST_VERSION_TTL` per workflow: a registration through this
+gateway is seen at once, one through another gateway within that time.
 """
 
 from __future__ import annotations
 
+import time
 from typing import TypeVar
 
 from pydantic import BaseModel
@@ -19,6 +22,9 @@ from orbit_runtime.store import EventStore
 
 BODY_FILE = "<body>"
 """The file name compile problems of a registered body are reported under."""
+
+LATEST_VERSION_TTL = 1.0
+"""Seconds a workflow's newest version is remembered (one query per start, otherwise)."""
 
 _JSON_TYPES = ("application/json",)
 _Step = TypeVar("_Step", bound=BaseModel)
@@ -62,6 +68,8 @@ class DefinitionRegistry:
         self.store = store
         self._by_ref: dict[tuple[str, str], Definition] = {}
         self._by_hash: dict[str, Definition] = {}
+        self._latest: dict[str, tuple[float, str]] = {}
+        """Workflow name → (when it was read, its newest version)."""
 
     async def register(self, definition: Definition) -> tuple[Definition, bool]:
         """Pin the children and store the definition; it as stored, and whether it is new.
@@ -74,6 +82,7 @@ class DefinitionRegistry:
         pinned = await self._pin_children(definition)
         created = await self.store.register_definition(pinned)
         self._remember(pinned)
+        self._latest.pop(pinned.ir.name, None)
         return pinned, created
 
     async def get(self, name: str, version: str) -> Definition | None:
@@ -108,16 +117,25 @@ class DefinitionRegistry:
             OrbitError: ``WORKFLOW_NOT_FOUND``.
         """
         if version is None:
-            versions = await self.store.definition_versions(name)
-            if not versions:
-                raise OrbitError(ErrorCode.WORKFLOW_NOT_FOUND, f"workflow {name} is not registered")
-            version = max(versions, key=semver_key)
+            version = await self._newest(name)
         definition = await self.get(name, version)
         if definition is None:
             raise OrbitError(
                 ErrorCode.WORKFLOW_NOT_FOUND, f"workflow {name}@{version} is not registered"
             )
         return definition
+
+    async def _newest(self, name: str) -> str:
+        now = time.monotonic()
+        known = self._latest.get(name)
+        if known is not None and now - known[0] < LATEST_VERSION_TTL:
+            return known[1]
+        versions = await self.store.definition_versions(name)
+        if not versions:  # not remembered: a registration must be seen at once
+            raise OrbitError(ErrorCode.WORKFLOW_NOT_FOUND, f"workflow {name} is not registered")
+        newest = max(versions, key=semver_key)
+        self._latest[name] = (now, newest)
+        return newest
 
     def _remember(self, definition: Definition) -> None:
         self._by_ref[definition.ir.name, definition.ir.version] = definition

@@ -759,3 +759,25 @@ async def test_the_service_does_not_start_on_a_port_in_use(orbit_env: OrbitEnv) 
     assert refused.value.code is ErrorCode.UNAVAILABLE
     assert f"127.0.0.1:{settings.http_port}" in refused.value.message
     await service.stop()  # a second stop after a failed start is harmless
+
+
+async def test_the_newest_version_is_read_once_a_second_and_at_once_after_a_deploy(
+    gateway: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await gateway.deploy("hello-world")
+    registry = gateway.executions.registry
+    reads: list[str] = []
+    versions = registry.store.definition_versions
+
+    async def counted(name: str) -> list[str]:
+        reads.append(name)
+        return await versions(name)
+
+    monkeypatch.setattr(registry.store, "definition_versions", counted)
+    for _ in range(5):
+        assert (await registry.resolve("hello-world", None)).ir.version == "1.0.0"
+    assert reads == ["hello-world"]  # remembered
+    newer = (EXAMPLES / "hello-world.yaml").read_text().replace("1.0.0", "1.1.0")
+    await gateway.executions.register(newer.encode(), "application/yaml")
+    assert (await registry.resolve("hello-world", None)).ir.version == "1.1.0"  # at once
+    assert reads == ["hello-world", "hello-world"]
