@@ -4,7 +4,8 @@ It sleeps until the next timer is due. Appends that write a timer send a
 NOTIFY with its due time at commit; the service LISTENs, so a nearer timer
 written meanwhile wakes it at once instead of a fast poll. A slow poll
 (``SAFETY_POLL_MS``) remains, in case a notification is lost with a
-dropped connection.
+dropped connection; a LISTEN connection that drops is opened again (with
+backoff), and the service looks at the timers at once when it is back.
 
 Liveness: a worker session not heard from within ``ORBIT_SESSION_TIMEOUT_MS``
 is closed, and each task it held at its last heartbeat is reported to the
@@ -46,6 +47,8 @@ class TimerService:
         self._store: EventStore | None = None
         self._connection: AbstractRobustConnection | None = None
         self._listener: asyncpg.Connection | None = None
+        self._relisten: asyncio.Task[None] | None = None
+        self._stopping = False
         self._task: asyncio.Task[None] | None = None
         self._liveness: asyncio.Task[None] | None = None
         self._gauging: asyncio.Task[None] | None = None
@@ -58,8 +61,7 @@ class TimerService:
 
     async def start(self) -> None:
         self._store = await EventStore.connect(self.settings.database_url, min_size=1, max_size=2)
-        self._listener = await asyncpg.connect(self.settings.database_url)
-        await self._listener.add_listener(sql.TIMERS_CHANNEL, self._on_notify)
+        await self._listen()
         self._connection = await connect(self.settings.amqp_url)
         channel = await open_channel(self._connection)
         await declare_topology(channel, self.topology)
@@ -68,6 +70,45 @@ class TimerService:
         self._liveness = asyncio.create_task(self._watch(publisher), name="timer.liveness")
         self._gauging = asyncio.create_task(self._gauge(), name="timer.gauges")
         self._metrics.start()
+
+    async def _listen(self) -> None:
+        """Open the LISTEN connection; when it drops, open it again."""
+        listener = await asyncpg.connect(self.settings.database_url)
+        await listener.add_listener(sql.TIMERS_CHANNEL, self._on_notify)
+        listener.add_termination_listener(self._on_listener_lost)
+        self._listener = listener
+
+    def _on_listener_lost(self, _connection: object) -> None:
+        if self._stopping or self._relisten is not None:
+            return
+        log.warning(
+            "the LISTEN connection to Postgres was lost; opening it again",
+            extra={"action": "timers.listen_lost"},
+        )
+        self._relisten = asyncio.get_running_loop().create_task(
+            self._listen_again(), name="timer.listen"
+        )
+
+    async def _listen_again(self) -> None:
+        delay = 0.1
+        try:
+            while not self._stopping:
+                try:
+                    await self._listen()
+                except Exception as error:
+                    log.warning(
+                        "listening again failed, retrying in %.1f s: %r",
+                        delay,
+                        error,
+                        extra={"action": "timers.listen_failed"},
+                    )
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 5.0)
+                else:
+                    self._nearer.set()  # a notification may have been missed meanwhile
+                    return
+        finally:
+            self._relisten = None
 
     def _on_notify(self, _connection: object, _pid: int, _channel: str, payload: object) -> None:
         with contextlib.suppress(TypeError, ValueError):
@@ -144,13 +185,14 @@ class TimerService:
             await asyncio.sleep(self.settings.gauge_interval_ms / 1000)
 
     async def stop(self) -> None:
+        self._stopping = True
         await self._metrics.stop()
-        for task in (self._task, self._liveness, self._gauging):
+        for task in (self._task, self._liveness, self._gauging, self._relisten):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-        if self._listener is not None:
+        if self._listener is not None and not self._listener.is_closed():
             await self._listener.close()
         if self._connection is not None:
             await self._connection.close()

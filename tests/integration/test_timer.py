@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 from collections.abc import AsyncIterator
 
+import asyncpg
 import pytest
 
 from orbit_model import compile_definition
@@ -99,6 +100,36 @@ async def test_a_nearer_timer_wakes_the_service_at_once(
         await rig.store.register_definition(SLEEPY)
         began = time.monotonic()
         await rig.start(SLEEPY, "s-3", None)
+        await rig.next_dispatch("work", "1", timeout=3)
+        assert time.monotonic() - began < 1.5
+    finally:
+        await service.stop()
+
+
+async def test_a_lost_listen_connection_is_opened_again(
+    rig: Rig, orbit_env: OrbitEnv, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(timer_module, "SAFETY_POLL_MS", 60_000)
+    service = TimerService(orbit_env.settings)
+    await service.start()
+    try:
+        lost = service._listener
+        assert lost is not None
+        killer = await asyncpg.connect(orbit_env.settings.database_url)
+        try:
+            assert await killer.fetchval("SELECT pg_terminate_backend($1)", lost.get_server_pid())
+        finally:
+            await killer.close()
+
+        async def listening_again() -> bool:
+            current = service._listener
+            return current is not None and current is not lost and not current.is_closed()
+
+        await eventually(listening_again, what="a new LISTEN connection")
+        # Only a notification on the new connection can wake the service in time.
+        await rig.store.register_definition(SLEEPY)
+        began = time.monotonic()
+        await rig.start(SLEEPY, "s-4", None)
         await rig.next_dispatch("work", "1", timeout=3)
         assert time.monotonic() - began < 1.5
     finally:
