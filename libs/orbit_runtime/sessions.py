@@ -22,6 +22,11 @@ from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.messages import InflightTask, RegisterWorker
 from orbit_runtime import metrics, sql
 
+DISPATCHER_BEAT_SECONDS = 1.0
+"""How often each dispatcher records that it is up."""
+DISPATCHER_SILENCE_SECONDS = 3.0
+"""A dispatcher not heard from for this long is taken as down."""
+
 
 @dataclass(frozen=True)
 class WorkerSession:
@@ -119,12 +124,17 @@ class SessionRegistry:
     ) -> int:
         """Close every session silent for over ``timeout_ms``; how many.
 
+        Nothing expires unless a dispatcher (one that beat within
+        :data:`DISPATCHER_SILENCE_SECONDS`) has been up for longer than the
+        timeout: workers' heartbeats reach Postgres through a dispatcher.
         ``report`` is given (worker_id, task) for each task those sessions held
         and runs inside the transaction: if it fails, the sessions stay open
         and are expired again on the next pass, so no lost task goes unreported.
         """
         async with self.pool.acquire() as connection, connection.transaction():
-            rows = await connection.fetch(sql.EXPIRE_SESSIONS, timeout_ms / 1000)
+            rows = await connection.fetch(
+                sql.EXPIRE_SESSIONS, timeout_ms / 1000, DISPATCHER_SILENCE_SECONDS
+            )
             lost = [
                 (row["worker_id"], task) for row in rows for task in _inflight_from(row["inflight"])
             ]
@@ -132,6 +142,11 @@ class SessionRegistry:
                 await report(lost)
         metrics.SESSIONS_EXPIRED.inc(len(rows))
         return len(rows)
+
+    async def dispatcher_beat(self, dispatcher_id: str) -> None:
+        """Record that the dispatcher ``dispatcher_id`` is up (every
+        :data:`DISPATCHER_BEAT_SECONDS`)."""
+        await self.pool.execute(sql.DISPATCHER_BEAT, dispatcher_id, DISPATCHER_SILENCE_SECONDS)
 
     async def online(self) -> int:
         """How many sessions are open."""

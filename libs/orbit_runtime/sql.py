@@ -220,12 +220,30 @@ FROM worker_sessions AS s, jsonb_array_elements(s.inflight) AS t
 WHERE s.closed_at IS NULL AND t->>'token' = $1
 """
 
-# Sessions silent for longer than the session timeout are lost. The row lock
-# of the UPDATE means two liveness replicas never expire one session twice.
+# Sessions silent for longer than the session timeout ($1 s) are lost, but only
+# while some dispatcher (seen within $2 s) has been up for longer than that
+# timeout: heartbeats reach Postgres through a dispatcher, so a dispatcher
+# outage must not expire every session. The row lock of the UPDATE means two
+# liveness replicas never expire one session twice.
 EXPIRE_SESSIONS = """
 UPDATE worker_sessions SET closed_at = now()
 WHERE closed_at IS NULL AND last_seen < now() - make_interval(secs => $1)
+  AND EXISTS (
+      SELECT 1 FROM dispatchers
+      WHERE seen_at > now() - make_interval(secs => $2)
+        AND up_since < now() - make_interval(secs => $1))
 RETURNING session_id, worker_id, inflight::text AS inflight
+"""
+
+# A dispatcher's beat. Its up_since restarts when it was not seen for $2 s
+# (it was down, or cut off from Postgres); rows gone quiet for an hour go.
+DISPATCHER_BEAT = """
+WITH gone AS (DELETE FROM dispatchers WHERE seen_at < now() - interval '1 hour')
+INSERT INTO dispatchers AS d (dispatcher_id, up_since, seen_at) VALUES ($1, now(), now())
+ON CONFLICT (dispatcher_id) DO UPDATE SET
+    up_since = CASE WHEN d.seen_at < now() - make_interval(secs => $2)
+                    THEN now() ELSE d.up_since END,
+    seen_at = now()
 """
 
 COUNT_OPEN_SESSIONS = "SELECT count(*) FROM worker_sessions WHERE closed_at IS NULL"

@@ -15,6 +15,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
+import uuid
 from collections.abc import Awaitable, Sequence
 
 from aio_pika.abc import (
@@ -46,7 +49,7 @@ from orbit_runtime.dispatching import (
     control_error,
 )
 from orbit_runtime.metrics import MetricsEndpoint
-from orbit_runtime.sessions import SessionRegistry
+from orbit_runtime.sessions import DISPATCHER_BEAT_SECONDS, SessionRegistry
 from orbit_runtime.settings import Settings
 from orbit_runtime.store import EventStore, OutboxMessage
 
@@ -102,6 +105,9 @@ class DispatcherService:
         self._inflight = _InFlight()
         self._metrics = MetricsEndpoint(settings.metrics_port, settings.http_host)
         self._counting: asyncio.Task[None] | None = None
+        self._beating: asyncio.Task[None] | None = None
+        self.dispatcher_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        """Names this dispatcher in the ``dispatchers`` table."""
 
     async def start(self) -> None:
         """Connect to Postgres and RabbitMQ, declare the topology, start consuming.
@@ -138,6 +144,8 @@ class DispatcherService:
         control = await control_channel.get_queue(self.topology.control)
         self._sessions = SessionRegistry(store.pool)
         self._counting = asyncio.create_task(self._count_sessions(), name="dispatcher.sessions")
+        await self._sessions.dispatcher_beat(self.dispatcher_id)
+        self._beating = asyncio.create_task(self._beat(), name="dispatcher.beat")
         self._consumers = [
             (control, await control.consume(self._on_control)),
         ]
@@ -146,11 +154,12 @@ class DispatcherService:
     async def stop(self) -> None:
         """Stop consuming, let answers in flight end, close."""
         await self._metrics.stop()
-        if self._counting is not None:
-            self._counting.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._counting
-            self._counting = None
+        for task in (self._counting, self._beating):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._counting = self._beating = None
         for queue, tag in self._consumers:
             try:
                 await queue.cancel(tag)
@@ -173,6 +182,20 @@ class DispatcherService:
         while True:
             await self._refresh_sessions()
             await asyncio.sleep(SESSION_COUNT_SECONDS)
+
+    async def _beat(self) -> None:
+        """Say in Postgres that this dispatcher is up: while none is, the timer
+        service expires no worker session (their heartbeats come through here)."""
+        while True:
+            try:
+                await self._sessions.dispatcher_beat(self.dispatcher_id)
+            except Exception as error:
+                log.warning(
+                    "recording the dispatcher's beat failed: %r",
+                    error,
+                    extra={"action": "dispatcher.beat_failed"},
+                )
+            await asyncio.sleep(DISPATCHER_BEAT_SECONDS)
 
     async def _refresh_sessions(self) -> None:
         try:

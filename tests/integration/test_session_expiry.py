@@ -1,0 +1,60 @@
+"""Worker sessions expire only while a dispatcher has been up for longer than the timeout.
+
+Heartbeats reach Postgres through a dispatcher: while none is up, or one has
+only just come back, a silent session says nothing about its worker, and
+expiring them all would redeliver every task in flight.
+"""
+
+from __future__ import annotations
+
+from orbit_model.messages import ContractAnnouncement, InflightTask, RegisterWorker
+from orbit_runtime.sessions import SessionRegistry
+from orbit_runtime.store import EventStore
+
+from .conftest import OrbitEnv
+
+TIMEOUT_MS = 2_000
+
+
+async def test_silent_sessions_expire_only_with_a_dispatcher_up_long_enough(
+    orbit_env: OrbitEnv,
+) -> None:
+    store = await EventStore.connect(orbit_env.settings.database_url)
+    try:
+        registry = SessionRegistry(store.pool)
+        request = RegisterWorker(
+            worker_id="w-silent", contracts=(ContractAnnouncement(task="t", version="1"),)
+        )
+        session_id = await registry.open(request)
+        await store.pool.execute(
+            "UPDATE worker_sessions SET last_seen = now() - interval '1 minute',"
+            ' inflight = \'[{"execution_id": "e-1", "token": "e-1:a:1"}]\''
+            " WHERE session_id = $1",
+            session_id,
+        )
+        reported: list[tuple[str, InflightTask]] = []
+
+        async def report(lost: list[tuple[str, InflightTask]]) -> None:
+            reported.extend(lost)
+
+        # No dispatcher at all: nothing expires.
+        assert await registry.expire(TIMEOUT_MS, report) == 0
+        # A dispatcher that has only just come up: not yet.
+        await registry.dispatcher_beat("d-1")
+        assert await registry.expire(TIMEOUT_MS, report) == 0
+        # Up for longer than the timeout, but silent since: taken as down.
+        await store.pool.execute(
+            "UPDATE dispatchers SET up_since = now() - interval '1 minute',"
+            " seen_at = now() - interval '10 seconds'"
+        )
+        assert await registry.expire(TIMEOUT_MS, report) == 0
+        # Beating again after that silence: its time up starts over.
+        await registry.dispatcher_beat("d-1")
+        assert await registry.expire(TIMEOUT_MS, report) == 0
+        # Up and beating for longer than the timeout: the silent session expires.
+        await store.pool.execute("UPDATE dispatchers SET up_since = now() - interval '1 minute'")
+        await registry.dispatcher_beat("d-1")
+        assert await registry.expire(TIMEOUT_MS, report) == 1
+        assert reported == [("w-silent", InflightTask(execution_id="e-1", token="e-1:a:1"))]
+    finally:
+        await store.close()
