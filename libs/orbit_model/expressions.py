@@ -281,7 +281,12 @@ def evaluate_template(template: Any, scope: Scope) -> Any:
 _TOKEN = re.compile(
     r"""
     (?P<space>\s+|//[^\n]*)
-    | (?P<string>(?:[rR][bB]?|[bB][rR]?)?
+    | (?P<string>
+        # raw (r, rb, br): a backslash is just a character
+        (?:[rR][bB]?|[bB][rR])
+        (?:\"\"\"[\s\S]*?\"\"\"|'''[\s\S]*?'''|"[^"\n]*"|'[^'\n]*')
+        # otherwise a backslash escapes the next character
+      | [bB]?
         (?:\"\"\"(?:\\.|[^\\])*?\"\"\"|'''(?:\\.|[^\\])*?'''
           |"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'))
     | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
@@ -384,6 +389,8 @@ def _access(tokens: list[_Token], root: int) -> Access | None:
     if member is None:
         return None
     name, end = member
+    if _text(tokens, end) == "(":
+        return None  # a macro or method on the root itself (steps.exists(...)): dynamic
     field_name = None
     if tokens[root].text == "steps":
         following = _member(tokens, end)

@@ -163,12 +163,22 @@ class Deciding:
         groups: dict[str, list[DeciderInput]] = {}
         for item in inputs:
             groups.setdefault(item.execution_id, []).append(item)
+        try:
+            return await self._handle(inputs, groups)
+        except BaseException:
+            # Whatever went wrong may come from a stale cached state: read them afresh.
+            self.states.drop(list(groups))
+            raise
+
+    async def _handle(
+        self, inputs: Sequence[DeciderInput], groups: dict[str, list[DeciderInput]]
+    ) -> Committed:
         for _ in range(_MAX_CONFLICT_RETRIES):
             started = time.perf_counter()
             # A cached state is trusted unless an input says the history grew (a Wake):
-            # deciding on a stale one either appends, and loses to the newer events on
-            # the unique key (the batch is then re-read and decided again), or appends
-            # nothing, and is then re-read and decided again here.
+            # deciding on a stale one either appends events, and loses to the newer
+            # events on the unique key (the batch is then re-read and decided again),
+            # or appends none, and is then re-read and decided again here.
             trusted = {
                 execution_id
                 for execution_id, items in groups.items()
@@ -182,10 +192,11 @@ class Deciding:
             unsure: list[str] = []
             for execution_id, items in groups.items():
                 append = await self._plan(execution_id, states[execution_id], items, now)
-                if append is not None:
-                    appends.append(append)
-                elif execution_id in trusted:
+                if execution_id in trusted and (append is None or not append.events):
+                    # Appending no event, it would not lose on the key if stale.
                     unsure.append(execution_id)
+                elif append is not None:
+                    appends.append(append)
             if unsure:
                 states.update(await self._load(unsure, trusted=set()))
                 for execution_id in unsure:

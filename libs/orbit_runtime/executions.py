@@ -188,10 +188,16 @@ class Executions:
         A second request while it stops adds nothing.
 
         Raises:
-            OrbitError: ``NOT_FOUND``, or ``EXECUTION_FINISHED`` once it has ended.
+            OrbitError: ``NOT_FOUND``, ``INVALID_REQUEST`` for a reason that cannot be
+                stored (a NUL character), ``PAYLOAD_TOO_LARGE``, or
+                ``EXECUTION_FINISHED`` once it has ended.
         """
-        await self._apply(execution_id, lambda state, _: accept_cancel(state, reason))
+        await self._cancel(execution_id, reason)
         return await self.view(execution_id)
+
+    async def _cancel(self, execution_id: str, reason: str) -> None:
+        self._check_payload("the cancel reason", reason)
+        await self._apply(execution_id, lambda state, _: accept_cancel(state, reason))
 
     async def handle(self, command: Command) -> Json:
         """Carry out an AMQP command; the ``result`` of its :class:`CommandReply`."""
@@ -202,9 +208,7 @@ class Executions:
                 seq = await self.signal(command.execution_id, command.name, command.payload)
                 return {"seq": seq}
             case CancelExecution():
-                await self._apply(
-                    command.execution_id, lambda state, _: accept_cancel(state, command.reason)
-                )
+                await self._cancel(command.execution_id, command.reason)
                 return {}
         raise TypeError(f"not a command: {command!r}")  # pragma: no cover - the union is closed
 

@@ -8,9 +8,9 @@ and writes them with one :meth:`EventStore.append`. Nothing is acknowledged
 before its commit: each caller's ``append`` returns once the transaction
 holding its events committed.
 
-If the shared transaction fails because one append lost a race (an id that
-exists, a seq someone else took), the group is written again one append at a
-time, so only the appends that really conflict see :class:`AppendConflict`.
+If the shared transaction fails (one append lost a race: an id that exists, a
+seq someone else took; or one cannot be written at all), the group is written
+again one append at a time, so each caller sees only its own append's error.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from orbit_runtime.store import Append, AppendConflict, EventStore
+from orbit_runtime.store import Append, EventStore
 
 
 class GroupCommit:
@@ -43,6 +43,8 @@ class GroupCommit:
                 (or, for a new one, exists already).
         """
         future: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
+        # A caller cancelled while its append is written does not read its outcome.
+        future.add_done_callback(_consume_outcome)
         self._waiting.append((append, future))
         if self._writer is None:
             self._writer = asyncio.create_task(self._write(), name="group-commit")
@@ -55,6 +57,7 @@ class GroupCommit:
                 await self._writer
 
     async def _write(self) -> None:
+        group: list[tuple[Append, asyncio.Future[list[int]]]] = []
         try:
             while self._waiting:
                 await asyncio.sleep(0)  # callers of this same turn join the group
@@ -63,6 +66,15 @@ class GroupCommit:
                     self._waiting[self.max_group :],
                 )
                 await self._commit(group)
+                group = []
+        except asyncio.CancelledError:
+            # Stopping: whoever still waits learns that its append may not be written.
+            error = asyncio.CancelledError("the group commit was stopped")
+            for _, future in (*group, *self._waiting):
+                if not future.done():
+                    future.set_exception(error)
+            self._waiting = []
+            raise
         finally:
             self._writer = None
 
@@ -70,12 +82,10 @@ class GroupCommit:
         if len(group) > 1:
             try:
                 ids = await self.store.append([append for append, _ in group])
-            except AppendConflict:
-                pass  # someone in the group lost a race: each on its own, below
-            except Exception as error:
-                for _, future in group:
-                    _settle(future, error=error)
-                return
+            except Exception:
+                # One append lost a race, or cannot be written at all: each on its own,
+                # below, so that only its own caller sees the error.
+                pass
             else:
                 # Outbox ids come in the order of the appends' messages.
                 start = 0
@@ -89,6 +99,11 @@ class GroupCommit:
                 _settle(future, await self.store.append([append]))
             except Exception as error:
                 _settle(future, error=error)
+
+
+def _consume_outcome(future: asyncio.Future[list[int]]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def _settle(

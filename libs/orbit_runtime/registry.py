@@ -70,6 +70,9 @@ class DefinitionRegistry:
         self._by_hash: dict[str, Definition] = {}
         self._latest: dict[str, tuple[float, str]] = {}
         """Workflow name → (when it was read, its newest version)."""
+        self._registered: dict[str, int] = {}
+        """Workflow name → registrations through this registry (a read that overlaps
+        one is not remembered: it may predate it)."""
 
     async def register(self, definition: Definition) -> tuple[Definition, bool]:
         """Pin the children and store the definition; it as stored, and whether it is new.
@@ -82,7 +85,9 @@ class DefinitionRegistry:
         pinned = await self._pin_children(definition)
         created = await self.store.register_definition(pinned)
         self._remember(pinned)
-        self._latest.pop(pinned.ir.name, None)
+        name = pinned.ir.name
+        self._registered[name] = self._registered.get(name, 0) + 1
+        self._latest.pop(name, None)
         return pinned, created
 
     async def get(self, name: str, version: str) -> Definition | None:
@@ -130,11 +135,13 @@ class DefinitionRegistry:
         known = self._latest.get(name)
         if known is not None and now - known[0] < LATEST_VERSION_TTL:
             return known[1]
+        registrations = self._registered.get(name, 0)
         versions = await self.store.definition_versions(name)
         if not versions:  # not remembered: a registration must be seen at once
             raise OrbitError(ErrorCode.WORKFLOW_NOT_FOUND, f"workflow {name} is not registered")
         newest = max(versions, key=semver_key)
-        self._latest[name] = (now, newest)
+        if self._registered.get(name, 0) == registrations:
+            self._latest[name] = (now, newest)
         return newest
 
     def _remember(self, definition: Definition) -> None:

@@ -223,7 +223,8 @@ class EventStore:
 
         Raises:
             AppendConflict: Some execution already had events past ``expected_seq``
-                (or, for a new one, already existed). Nothing was written.
+                (or, for a new one, already existed), or a concurrent append held
+                rows this one needed (a deadlock). Nothing was written.
         """
         if not appends:
             return []
@@ -236,15 +237,19 @@ class EventStore:
             raise
 
     async def _append(self, appends: Sequence[Append], published: list[int]) -> list[int]:
+        # Rows are written in execution id order, so that two appends touching the
+        # same executions (a decider batch, a gateway group) lock them in the same
+        # order; the outbox keeps the order of the messages.
+        ordered = sorted(appends, key=lambda a: a.execution_id)
         # An append may carry only outbox messages (no events): it touches no row.
-        new = [a for a in appends if a.events and a.expected_seq == 0]
-        old = [a for a in appends if a.events and a.expected_seq > 0]
-        upserts, deletes = _timer_changes(appends)
+        new = [a for a in ordered if a.events and a.expected_seq == 0]
+        old = [a for a in ordered if a.events and a.expected_seq > 0]
+        upserts, deletes = _timer_changes(ordered)
         outbox = [message for a in appends for message in a.outbox]
         try:
             row = await self.pool.fetchrow(
                 sql.APPEND,
-                *_event_columns(appends),
+                *_event_columns(ordered),
                 *_new_execution_columns(new),
                 *_execution_columns(old),
                 *upserts,
@@ -256,7 +261,13 @@ class EventStore:
                 [_json_or_none(dict(m.headers)) if m.headers else None for m in outbox],
                 str(min(upserts[2])) if upserts[2] else None,
             )
-        except asyncpg.UniqueViolationError:
+        except (
+            asyncpg.UniqueViolationError,
+            # Another writer held rows this one needed, and the other way round:
+            # decided again, like any race lost.
+            asyncpg.DeadlockDetectedError,
+            asyncpg.SerializationError,
+        ):
             raise AppendConflict([a.execution_id for a in appends]) from None
         assert row is not None  # the statement always answers one row
         return list(row["outbox_ids"])

@@ -74,7 +74,12 @@ class TimerService:
     async def _listen(self) -> None:
         """Open the LISTEN connection; when it drops, open it again."""
         listener = await asyncpg.connect(self.settings.database_url)
-        await listener.add_listener(sql.TIMERS_CHANNEL, self._on_notify)
+        try:
+            await listener.add_listener(sql.TIMERS_CHANNEL, self._on_notify)
+        except BaseException:
+            await listener.close()
+            raise
+        # A drop in the instant before this is left to the safety poll.
         listener.add_termination_listener(self._on_listener_lost)
         self._listener = listener
 

@@ -402,6 +402,9 @@ async def test_cancel_is_requested_once_and_refused_once_finished(gateway: Gatew
     client = gateway.client
     execution_id = await gateway.start("hello-world")
     cancel = f"/v1/executions/{execution_id}/cancel"
+    # A reason Postgres cannot store is refused, not failed on (with the group it is in).
+    refused = await client.post(cancel, json={"reason": "bad\u0000reason"})
+    assert error_of(refused)[:2] == (400, "INVALID_REQUEST")
     response = await client.post(cancel, json={"reason": "changed my mind"})
     assert response.status_code == 200
     assert response.json()["execution_id"] == execution_id

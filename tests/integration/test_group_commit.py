@@ -6,11 +6,13 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
+import asyncpg
 import pytest
 
 from orbit_model import compile_definition
+from orbit_model.events import CancelRequested
 from orbit_model.inputs import start_execution
-from orbit_model.state import replay
+from orbit_model.state import evolve, replay
 from orbit_runtime.group_commit import GroupCommit
 from orbit_runtime.store import Append, AppendConflict, EventStore, OutboxMessage
 
@@ -79,5 +81,31 @@ async def test_only_the_append_that_lost_its_race_fails(orbit_env: OrbitEnv) -> 
         assert len(await store.read_events("taken")) == 1
         with pytest.raises(AppendConflict):
             await commits.append(_start("fresh-1"))
+    finally:
+        await store.close()
+
+
+async def test_an_append_that_cannot_be_written_fails_only_its_own_caller(
+    orbit_env: OrbitEnv,
+) -> None:
+    store = await EventStore.connect(orbit_env.settings.database_url)
+    try:
+        await store.register_definition(HELLO)
+        commits = GroupCommit(store)
+        await commits.append(_start("bad"))
+        state = replay([e.event for e in await store.read_events("bad")])
+        unstorable = CancelRequested(reason="\x00")  # jsonb refuses a NUL character
+        bad = Append("bad", state.last_seq, [unstorable], evolve(state, unstorable))
+        results = await asyncio.gather(
+            commits.append(_start("good-1")),
+            commits.append(bad),
+            commits.append(_start("good-2")),
+            return_exceptions=True,
+        )
+        assert isinstance(results[1], asyncpg.PostgresError), results[1]
+        assert not isinstance(results[0], BaseException)
+        assert not isinstance(results[2], BaseException)
+        assert await store.execution("good-1") is not None
+        assert await store.execution("good-2") is not None
     finally:
         await store.close()

@@ -12,6 +12,7 @@ import pytest
 from orbit_model import compile_definition
 from orbit_model.decider import decide_until_stable
 from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.events import CancelRequested
 from orbit_model.inputs import start_execution
 from orbit_model.state import evolve, replay
 from orbit_runtime.migrate import migrate, migrations
@@ -137,3 +138,40 @@ async def test_the_history_key_is_the_only_guard(orbit_env: OrbitEnv) -> None:
     finally:
         await connection.close()
     assert key == "PRIMARY KEY (execution_id, seq)"
+
+
+async def test_appends_racing_over_the_same_executions_conflict_and_never_deadlock(
+    store: EventStore,
+) -> None:
+    """Two writers append to the same executions, listed in opposite orders: one wins
+    each round and the other sees AppendConflict (rows are locked in id order, and a
+    deadlock would be a conflict too), never another error."""
+    await store.register_definition(HELLO)
+    ids = [f"race-{n:03d}" for n in range(200)]
+    states = {}
+    for execution_id in ids:
+        created = start_execution(HELLO.ir, HELLO.hash, execution_id, {})
+        states[execution_id] = replay([created])
+        await store.append([Append(execution_id, 0, [created], states[execution_id])])
+
+    def batch(order: list[str]) -> list[Append]:
+        appends = []
+        for execution_id in order:
+            state = states[execution_id]
+            event = CancelRequested(reason="race")
+            appends.append(Append(execution_id, state.last_seq, [event], evolve(state, event)))
+        return appends
+
+    for _ in range(25):
+        outcomes = await asyncio.gather(
+            store.append(batch(ids)), store.append(batch(ids[::-1])), return_exceptions=True
+        )
+        winners = [o for o in outcomes if not isinstance(o, BaseException)]
+        losers = [o for o in outcomes if isinstance(o, BaseException)]
+        assert len(winners) == 1, outcomes
+        assert all(isinstance(o, AppendConflict) for o in losers), losers
+        for execution_id in ids:
+            states[execution_id] = evolve(states[execution_id], CancelRequested(reason="race"))
+    for execution_id in ids:
+        seqs = [stored.seq for stored in await store.read_events(execution_id)]
+        assert seqs == list(range(1, 27))

@@ -111,10 +111,14 @@ def _scope() -> Scope:
         ("${ base64.encode(b'hi') }", "aGk="),
         ("${ [3, 1, 2].sort() }", [1, 2, 3]),
         ("${ max(input.items) }", 3),
-        # Steps read as a whole or by a computed name see every step.
+        # Steps read as a whole see every step, a step read by name sees itself.
         ("${ size(steps) }", 2),
         ("${ steps['a'].output.n }", 5),
         ("${ steps.a.output.n + size(steps) }", 7),
+        ("${ steps.exists(k, k == 'b') }", True),  # a macro on steps reads them all
+        # A raw string ends at its quote, a backslash before it included.
+        (r"${ r'C:\' + input.name }", "C:\\orbit"),
+        (r"${ r'\' + 'ab'.upperAscii() }", "\\AB"),
         ("${ {'k': input.x} }", {"k": 2}),
         (
             {"a": "${ input.x }", "b": ["${ index }", "lit", 4], "c": None},
