@@ -340,8 +340,18 @@ async def park(message: AbstractIncomingMessage, reason: str) -> None:
 
 
 async def give_back(message: AbstractIncomingMessage, error: BaseException) -> None:
-    """Requeue a message that failed for now; past the delivery limit it is parked."""
-    if delivery_count(message) + 1 >= PARK_AFTER:
-        await park(message, f"failed {PARK_AFTER} times, last with {error!r}")
-    else:
-        await message.nack(requeue=True)
+    """Requeue a message that failed for now; past the delivery limit it is parked.
+
+    Never raises: if the channel is gone, the broker gives the message back itself.
+    """
+    try:
+        if delivery_count(message) + 1 >= PARK_AFTER:
+            await park(message, f"failed {PARK_AFTER} times, last with {error!r}")
+        else:
+            await message.nack(requeue=True)
+    except Exception as failure:
+        log.warning(
+            "giving a message back failed (the broker redelivers it): %r",
+            failure,
+            extra={"action": "message.unsettled"},
+        )
