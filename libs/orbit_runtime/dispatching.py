@@ -14,6 +14,7 @@ decider as lost, so it is dispatched again at once.
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from orbit_model.errors import ErrorCode, OrbitError
@@ -34,7 +35,7 @@ from orbit_model.messages import (
     UnregisterWorker,
 )
 from orbit_model.names import CONTRACT_VERSION, RESERVED_TASK_PREFIX, TASK_NAME, TASK_NAME_RULE
-from orbit_model.state import ExecutionState, UnitStatus, replay
+from orbit_model.state import ExecutionState, UnitStatus, evolve
 from orbit_model.units import parse_unit
 from orbit_runtime.broker import TaskQueues, task_key
 from orbit_runtime.deciding import HTTP_CONTRACT_VERSION
@@ -42,6 +43,9 @@ from orbit_runtime.sessions import SessionRegistry
 from orbit_runtime.store import EventStore
 
 log = logging.getLogger("orbit.dispatcher")
+
+_HELD_STATES = 20_000
+"""Executions whose state the dispatcher keeps between heartbeats, least recent dropped."""
 
 UNREGISTERED = "worker unregistered"
 """The reason given to the decider for tasks an unregistering worker still held."""
@@ -195,6 +199,9 @@ class ControlHandler:
         self._publish_lost = publish_lost
         self._heartbeat_interval_ms = heartbeat_interval_ms
         self._session_timeout_ms = session_timeout_ms
+        self._states: OrderedDict[str, ExecutionState] = OrderedDict()
+        """The executions whose tasks workers hold, as of their last heartbeat: a
+        heartbeat reads only the events appended since, not whole histories."""
 
     async def handle(self, request: ControlRequest) -> ControlReply:
         try:
@@ -234,13 +241,27 @@ class ControlHandler:
         await self._registry.touch(request.session_id, request.inflight)
         if not request.inflight:
             return HeartbeatReply()
-        histories = await self._store.read_new_events(
-            {task.execution_id: 0 for task in request.inflight}
-        )
-        states = {
-            execution_id: replay(events) for execution_id, events in histories.items() if events
-        }
-        return HeartbeatReply(cancel=tokens_to_cancel(states, request.inflight))
+        return HeartbeatReply(cancel=tokens_to_cancel(await self._held(request), request.inflight))
+
+    async def _held(self, request: Heartbeat) -> dict[str, ExecutionState]:
+        """The current state of each execution a heartbeat names (those that exist)."""
+        ids = {task.execution_id for task in request.inflight}
+        known = {execution_id: self._states.get(execution_id) for execution_id in ids}
+        after = {eid: (state.last_seq if state else 0) for eid, state in known.items()}
+        new_events = await self._store.read_new_events(after)
+        states: dict[str, ExecutionState] = {}
+        for execution_id, state in known.items():
+            current = state or ExecutionState()
+            for event in new_events[execution_id]:
+                current = evolve(current, event)
+            if current.last_seq == 0:
+                continue  # no such execution
+            states[execution_id] = current
+            self._states[execution_id] = current
+            self._states.move_to_end(execution_id)
+        while len(self._states) > _HELD_STATES:
+            self._states.popitem(last=False)
+        return states
 
     async def unregister(self, request: UnregisterWorker) -> Unregistered:
         # Report first, close after: if reporting fails the session still names

@@ -22,7 +22,10 @@ from aio_pika.abc import AbstractChannel, AbstractRobustConnection
 from pydantic import BaseModel, JsonValue
 
 from orbit_model import compile_definition
+from orbit_model.decider import decide_until_stable
 from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.events import StepSucceeded
+from orbit_model.inputs import start_execution
 from orbit_model.messages import (
     CommandReply,
     ContractAnnouncement,
@@ -30,6 +33,7 @@ from orbit_model.messages import (
     ControlReply,
     DeliveryLost,
     Heartbeat,
+    HeartbeatReply,
     InflightTask,
     RegisterWorker,
     Registration,
@@ -43,8 +47,9 @@ from orbit_model.messages import (
     decode_decider_input,
     encode,
 )
+from orbit_model.state import evolve, replay
 from orbit_runtime.broker import Topology, declare_task_queue, declare_topology
-from orbit_runtime.store import EventStore
+from orbit_runtime.store import Append, EventStore
 from orbit_sdk import TaskContext, TaskError, Worker, task
 from orbit_sdk.amqp_client import AmqpClient
 from orbit_sdk.rpc import Requester
@@ -610,3 +615,39 @@ async def test_a_dispatcher_without_a_broker_fails_to_start_readably(orbit_env: 
 
 async def _value(value: T) -> T:
     return value
+
+
+async def test_heartbeats_read_only_what_was_appended_since_the_last(
+    harness: Harness, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    hello = compile_definition((EXAMPLES / "hello-world.yaml").read_text())
+    store = harness.store
+    await store.register_definition(hello)
+    created = start_execution(hello.ir, hello.hash, "hb-1", {"name": "x"})
+    state = replay([created])
+    state, decided = decide_until_stable(state, hello.ir, 0)
+    await store.append([Append("hb-1", 0, [created, *decided], state)])
+    (token,) = [u.token for u in state.units.values() if u.token]
+    registration = await harness.register(("greet", "1"))
+    reads: list[dict[str, int]] = []
+    dispatchers_store = harness.dispatcher._store
+    assert dispatchers_store is not None
+    read = dispatchers_store.read_new_events
+
+    async def counted(after: Any) -> Any:
+        reads.append(dict(after))
+        return await read(after)
+
+    monkeypatch.setattr(dispatchers_store, "read_new_events", counted)
+    beat = Heartbeat(
+        session_id=registration.session_id,
+        inflight=(InflightTask(execution_id="hb-1", token=token),),
+    )
+    assert await harness.control(beat) == HeartbeatReply()  # the token is live
+    assert await harness.control(beat) == HeartbeatReply()
+    assert reads == [{"hb-1": 0}, {"hb-1": state.last_seq}]  # the second reads nothing old
+    # The unit is resolved meanwhile: the next heartbeat reads that and says stop.
+    succeeded = StepSucceeded(unit="greet", output={"greeting": "hi"}, attempt=1)
+    await store.append([Append("hb-1", state.last_seq, [succeeded], evolve(state, succeeded))])
+    assert await harness.control(beat) == HeartbeatReply(cancel=(token,))
+    assert reads[-1] == {"hb-1": state.last_seq}
