@@ -85,6 +85,10 @@ class Executions:
         self._commits = GroupCommit(store)
         """Starts, signals and cancels that arrive together share a transaction."""
 
+    async def close(self) -> None:
+        """Let the appends in hand be written."""
+        await self._commits.close()
+
     # -- definitions -----------------------------------------------------------
 
     async def register(self, body: bytes, content_type: str | None) -> dict[str, Json]:

@@ -72,6 +72,7 @@ class GatewayService:
         self._store: EventStore | None = None
         self._connection: AbstractRobustConnection | None = None
         self._sweeper: asyncio.Task[None] | None = None
+        self._executions: Executions | None = None
         self._server: uvicorn.Server | None = None
         self._serving: asyncio.Task[None] | None = None
         self._intake: CommandIntake | None = None
@@ -105,7 +106,7 @@ class GatewayService:
         await declare_topology(publishing, self.topology)
         publisher = Publisher(publishing)
         relay = OutboxRelay(store, publisher, service=self.name)
-        executions = Executions(store, relay, self.topology, settings)
+        self._executions = executions = Executions(store, relay, self.topology, settings)
         self._sweeper = asyncio.create_task(relay.run_sweeper(), name="gateway.outbox")
 
         async def rabbitmq() -> None:
@@ -152,6 +153,9 @@ class GatewayService:
             with contextlib.suppress(Exception):
                 await self._serving
         self._serving = None
+        if self._executions is not None:
+            await self._executions.close()  # appends in hand are written
+            self._executions = None
         if self._sweeper is not None:
             self._sweeper.cancel()
             with contextlib.suppress(asyncio.CancelledError):
