@@ -3,6 +3,8 @@ left behind, and a stuck row holds none up."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import aio_pika
@@ -22,14 +24,23 @@ from .eventually import eventually
 HELLO = compile_definition((Path(__file__).parents[2] / "examples/hello-world.yaml").read_text())
 
 
-async def test_the_sweep_publishes_rows_left_behind(orbit_env: OrbitEnv) -> None:
-    topology = orbit_env.topology
+@contextlib.asynccontextmanager
+async def _relay(orbit_env: OrbitEnv) -> AsyncIterator[tuple[EventStore, OutboxRelay]]:
+    """A store and a relay over a declared topology, closed on the way out."""
     store = await EventStore.connect(orbit_env.settings.database_url)
     connection = await connect_broker(orbit_env.settings.amqp_url)
     try:
         channel = await open_channel(connection)
-        await declare_topology(channel, topology)
-        relay = OutboxRelay(store, Publisher(channel), grace_seconds=5)
+        await declare_topology(channel, orbit_env.topology)
+        yield store, OutboxRelay(store, Publisher(channel), grace_seconds=5)
+    finally:
+        await connection.close()
+        await store.close()
+
+
+async def test_the_sweep_publishes_rows_left_behind(orbit_env: OrbitEnv) -> None:
+    topology = orbit_env.topology
+    async with _relay(orbit_env) as (store, relay):
         async with store.pool.acquire() as db:
             await db.execute(
                 "INSERT INTO outbox (exchange, routing_key, body, headers, created_at) VALUES"
@@ -61,21 +72,13 @@ async def test_the_sweep_publishes_rows_left_behind(orbit_env: OrbitEnv) -> None
         assert message.body == b"left behind"
         assert message.headers["traceparent"] == "00-ab-cd-01"  # its headers went along
         await reading.close()
-    finally:
-        await connection.close()
-        await store.close()
 
 
 async def test_published_rows_go_with_the_next_append_not_a_transaction_of_their_own(
     orbit_env: OrbitEnv,
 ) -> None:
     topology = orbit_env.topology
-    store = await EventStore.connect(orbit_env.settings.database_url)
-    connection = await connect_broker(orbit_env.settings.amqp_url)
-    try:
-        channel = await open_channel(connection)
-        await declare_topology(channel, topology)
-        relay = OutboxRelay(store, Publisher(channel))
+    async with _relay(orbit_env) as (store, relay):
         message = OutboxMessage(topology.commands, "command", b"a command")
         first = start_execution(HELLO.ir, HELLO.hash, "o-1", {})
         await store.register_definition(HELLO)
@@ -97,6 +100,3 @@ async def test_published_rows_go_with_the_next_append_not_a_transaction_of_their
         assert await rows() == ids
         assert await store.flush_published() == 1
         assert await rows() == []
-    finally:
-        await connection.close()
-        await store.close()

@@ -89,48 +89,51 @@ async def test_the_timers_table_follows_the_state(rig: Rig, orbit_env: OrbitEnv)
     assert isinstance(rig.decider, DeciderService)
 
 
-async def test_a_nearer_timer_wakes_the_service_at_once(
-    rig: Rig, orbit_env: OrbitEnv, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # With no polling to speak of, only the NOTIFY of the append can wake it in time.
+@pytest.fixture
+async def unpolled_timer(
+    orbit_env: OrbitEnv, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[TimerService]:
+    """A timer service that polls once a minute: only a NOTIFY wakes it in time."""
     monkeypatch.setattr(timer_module, "SAFETY_POLL_MS", 60_000)
     service = TimerService(orbit_env.settings)
     await service.start()
     try:
-        await rig.store.register_definition(SLEEPY)
-        began = time.monotonic()
-        await rig.start(SLEEPY, "s-3", None)
-        await rig.next_dispatch("work", "1", timeout=3)
-        assert time.monotonic() - began < 1.5
+        yield service
     finally:
         await service.stop()
+
+
+async def _sleep_fires_within(rig: Rig, execution_id: str, seconds: float) -> None:
+    """A 300 ms sleep's timer fires, and its next step is dispatched, in time."""
+    await rig.store.register_definition(SLEEPY)
+    began = time.monotonic()
+    await rig.start(SLEEPY, execution_id, None)
+    await rig.next_dispatch("work", "1", timeout=3)
+    assert time.monotonic() - began < seconds
+
+
+async def test_a_nearer_timer_wakes_the_service_at_once(
+    rig: Rig, unpolled_timer: TimerService
+) -> None:
+    await _sleep_fires_within(rig, "s-3", 1.5)
 
 
 async def test_a_lost_listen_connection_is_opened_again(
-    rig: Rig, orbit_env: OrbitEnv, monkeypatch: pytest.MonkeyPatch
+    rig: Rig, orbit_env: OrbitEnv, unpolled_timer: TimerService
 ) -> None:
-    monkeypatch.setattr(timer_module, "SAFETY_POLL_MS", 60_000)
-    service = TimerService(orbit_env.settings)
-    await service.start()
+    service = unpolled_timer
+    lost = service._listener
+    assert lost is not None
+    killer = await asyncpg.connect(orbit_env.settings.database_url)
     try:
-        lost = service._listener
-        assert lost is not None
-        killer = await asyncpg.connect(orbit_env.settings.database_url)
-        try:
-            assert await killer.fetchval("SELECT pg_terminate_backend($1)", lost.get_server_pid())
-        finally:
-            await killer.close()
-
-        async def listening_again() -> bool:
-            current = service._listener
-            return current is not None and current is not lost and not current.is_closed()
-
-        await eventually(listening_again, what="a new LISTEN connection")
-        # Only a notification on the new connection can wake the service in time.
-        await rig.store.register_definition(SLEEPY)
-        began = time.monotonic()
-        await rig.start(SLEEPY, "s-4", None)
-        await rig.next_dispatch("work", "1", timeout=3)
-        assert time.monotonic() - began < 1.5
+        assert await killer.fetchval("SELECT pg_terminate_backend($1)", lost.get_server_pid())
     finally:
-        await service.stop()
+        await killer.close()
+
+    async def listening_again() -> bool:
+        current = service._listener
+        return current is not None and current is not lost and not current.is_closed()
+
+    await eventually(listening_again, what="a new LISTEN connection")
+    # Only a notification on the new connection can wake the service in time.
+    await _sleep_fires_within(rig, "s-4", 1.5)
