@@ -50,11 +50,11 @@ class GroupCommit:
             self._writer = asyncio.create_task(self._write(), name="group-commit")
         return await asyncio.shield(future)
 
-    async def close(self) -> None:
-        """Let the group in flight finish."""
+    async def close(self, timeout: float = 10.0) -> None:
+        """Let the group in flight finish (for ``timeout`` seconds at most)."""
         if self._writer is not None:
             with contextlib.suppress(Exception):
-                await self._writer
+                await asyncio.wait_for(asyncio.shield(self._writer), timeout)
 
     async def _write(self) -> None:
         group: list[tuple[Append, asyncio.Future[list[int]]]] = []

@@ -25,7 +25,14 @@ from orbit_runtime import metrics, sql
 DISPATCHER_BEAT_SECONDS = 1.0
 """How often each dispatcher records that it is up."""
 DISPATCHER_SILENCE_SECONDS = 3.0
-"""A dispatcher not heard from for this long is taken as down."""
+"""A dispatcher not heard from for this long is taken as down (or a third of the
+session timeout, if that is longer: a Postgres stall of a few seconds must not
+pause expiry again and again)."""
+
+
+def dispatcher_silence(timeout_ms: int) -> float:
+    """Seconds without a beat after which a dispatcher is taken as down."""
+    return max(DISPATCHER_SILENCE_SECONDS, timeout_ms / 1000 / 3)
 
 
 @dataclass(frozen=True)
@@ -125,15 +132,15 @@ class SessionRegistry:
         """Close every session silent for over ``timeout_ms``; how many.
 
         Nothing expires unless a dispatcher (one that beat within
-        :data:`DISPATCHER_SILENCE_SECONDS`) has been up for longer than the
-        timeout: workers' heartbeats reach Postgres through a dispatcher.
+        :func:`dispatcher_silence`) has been up for longer than the timeout:
+        workers' heartbeats reach Postgres through a dispatcher.
         ``report`` is given (worker_id, task) for each task those sessions held
         and runs inside the transaction: if it fails, the sessions stay open
         and are expired again on the next pass, so no lost task goes unreported.
         """
         async with self.pool.acquire() as connection, connection.transaction():
             rows = await connection.fetch(
-                sql.EXPIRE_SESSIONS, timeout_ms / 1000, DISPATCHER_SILENCE_SECONDS
+                sql.EXPIRE_SESSIONS, timeout_ms / 1000, dispatcher_silence(timeout_ms)
             )
             lost = [
                 (row["worker_id"], task) for row in rows for task in _inflight_from(row["inflight"])
@@ -143,10 +150,15 @@ class SessionRegistry:
         metrics.SESSIONS_EXPIRED.inc(len(rows))
         return len(rows)
 
-    async def dispatcher_beat(self, dispatcher_id: str) -> None:
+    async def dispatcher_beat(self, dispatcher_id: str, timeout_ms: int) -> None:
         """Record that the dispatcher ``dispatcher_id`` is up (every
-        :data:`DISPATCHER_BEAT_SECONDS`)."""
-        await self.pool.execute(sql.DISPATCHER_BEAT, dispatcher_id, DISPATCHER_SILENCE_SECONDS)
+        :data:`DISPATCHER_BEAT_SECONDS`), given the session timeout it serves."""
+        await self.pool.execute(
+            sql.DISPATCHER_BEAT,
+            dispatcher_id,
+            dispatcher_silence(timeout_ms),
+            timeout=DISPATCHER_BEAT_SECONDS,
+        )
 
     async def online(self) -> int:
         """How many sessions are open."""

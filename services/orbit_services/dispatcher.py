@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Awaitable, Sequence
 
 from aio_pika.abc import (
+    AbstractChannel,
     AbstractIncomingMessage,
     AbstractQueue,
     AbstractRobustConnection,
@@ -106,6 +107,7 @@ class DispatcherService:
         self._metrics = MetricsEndpoint(settings.metrics_port, settings.http_host)
         self._counting: asyncio.Task[None] | None = None
         self._beating: asyncio.Task[None] | None = None
+        self._control_channel: AbstractChannel | None = None
         self.dispatcher_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         """Names this dispatcher in the ``dispatchers`` table."""
 
@@ -131,7 +133,7 @@ class DispatcherService:
         await declare_topology(declaring, self.topology)
         self._notices = Publisher(declaring)
         self._queues = TaskQueues(declaring, self.topology)
-        control_channel = await open_channel(connection, 32)
+        self._control_channel = control_channel = await open_channel(connection, 32)
         self._replies = Publisher(control_channel)
         self._control = ControlHandler(
             SessionRegistry(store.pool),
@@ -144,11 +146,10 @@ class DispatcherService:
         control = await control_channel.get_queue(self.topology.control)
         self._sessions = SessionRegistry(store.pool)
         self._counting = asyncio.create_task(self._count_sessions(), name="dispatcher.sessions")
-        await self._sessions.dispatcher_beat(self.dispatcher_id)
-        self._beating = asyncio.create_task(self._beat(), name="dispatcher.beat")
         self._consumers = [
             (control, await control.consume(self._on_control)),
         ]
+        self._beating = asyncio.create_task(self._beat(), name="dispatcher.beat")
         self._metrics.start()
 
     async def stop(self) -> None:
@@ -185,10 +186,17 @@ class DispatcherService:
 
     async def _beat(self) -> None:
         """Say in Postgres that this dispatcher is up: while none is, the timer
-        service expires no worker session (their heartbeats come through here)."""
+        service expires no worker session (their heartbeats come through here).
+
+        Only while it really takes heartbeats: with its RabbitMQ connection or
+        control channel down, workers' heartbeats do not reach it either.
+        """
         while True:
             try:
-                await self._sessions.dispatcher_beat(self.dispatcher_id)
+                if self._taking_requests():
+                    await self._sessions.dispatcher_beat(
+                        self.dispatcher_id, self.settings.session_timeout_ms
+                    )
             except Exception as error:
                 log.warning(
                     "recording the dispatcher's beat failed: %r",
@@ -196,6 +204,16 @@ class DispatcherService:
                     extra={"action": "dispatcher.beat_failed"},
                 )
             await asyncio.sleep(DISPATCHER_BEAT_SECONDS)
+
+    def _taking_requests(self) -> bool:
+        connection, channel = self._connection, self._control_channel
+        return (
+            bool(self._consumers)
+            and connection is not None
+            and not connection.is_closed
+            and channel is not None
+            and not channel.is_closed
+        )
 
     async def _refresh_sessions(self) -> None:
         try:

@@ -40,7 +40,7 @@ async def test_silent_sessions_expire_only_with_a_dispatcher_up_long_enough(
         # No dispatcher at all: nothing expires.
         assert await registry.expire(TIMEOUT_MS, report) == 0
         # A dispatcher that has only just come up: not yet.
-        await registry.dispatcher_beat("d-1")
+        await registry.dispatcher_beat("d-1", TIMEOUT_MS)
         assert await registry.expire(TIMEOUT_MS, report) == 0
         # Up for longer than the timeout, but silent since: taken as down.
         await store.pool.execute(
@@ -49,11 +49,11 @@ async def test_silent_sessions_expire_only_with_a_dispatcher_up_long_enough(
         )
         assert await registry.expire(TIMEOUT_MS, report) == 0
         # Beating again after that silence: its time up starts over.
-        await registry.dispatcher_beat("d-1")
+        await registry.dispatcher_beat("d-1", TIMEOUT_MS)
         assert await registry.expire(TIMEOUT_MS, report) == 0
         # Up and beating for longer than the timeout: the silent session expires.
         await store.pool.execute("UPDATE dispatchers SET up_since = now() - interval '1 minute'")
-        await registry.dispatcher_beat("d-1")
+        await registry.dispatcher_beat("d-1", TIMEOUT_MS)
         assert await registry.expire(TIMEOUT_MS, report) == 1
         assert reported == [("w-silent", InflightTask(execution_id="e-1", token="e-1:a:1"))]
     finally:
