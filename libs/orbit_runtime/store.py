@@ -10,8 +10,10 @@ again and retries.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -33,6 +35,9 @@ class AppendConflict(Exception):
     def __init__(self, execution_ids: Sequence[str]) -> None:
         super().__init__(f"concurrent append to {', '.join(execution_ids)}")
         self.execution_ids = tuple(execution_ids)
+
+
+log = logging.getLogger("orbit.store")
 
 
 @dataclass(frozen=True)
@@ -205,12 +210,25 @@ class EventStore:
             raise translate_connect_error("Postgres", url, error) from error
         return cls(pool)
 
-    async def close(self) -> None:
-        """Delete what was published and not yet deleted (best effort), then close."""
+    async def close(self, timeout: float = 10.0) -> None:
+        """Delete what was published and not yet deleted (best effort), then close.
+
+        A pool whose connections are not given back within ``timeout`` seconds
+        (a query whose cancellation Postgres never answered) is terminated:
+        stopping a service must not hang.
+        """
         # What cannot be deleted now is left to the sweep, which publishes it once more.
         with contextlib.suppress(Exception):
-            await self.flush_published()
-        await self.pool.close()
+            await asyncio.wait_for(self.flush_published(), timeout)
+        try:
+            await asyncio.wait_for(self.pool.close(), timeout)
+        except TimeoutError:
+            log.warning(
+                "Postgres connections were not given back in %.0f s; closing them hard",
+                timeout,
+                extra={"action": "store.close_timeout"},
+            )
+            self.pool.terminate()
 
     async def ping(self) -> None:
         await self.pool.fetchval("SELECT 1")

@@ -198,7 +198,10 @@ class TimerService:
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
         if self._listener is not None and not self._listener.is_closed():
-            await self._listener.close()
+            try:
+                await asyncio.wait_for(self._listener.close(), 5)
+            except (TimeoutError, OSError, asyncpg.PostgresError):
+                self._listener.terminate()
         if self._connection is not None:
             await self._connection.close()
         if self._store is not None:
