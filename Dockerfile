@@ -26,11 +26,11 @@ WORKDIR /app
 COPY requirements.lock ./
 RUN pip install -r requirements.lock
 
-# Orbit itself, without resolving anything again: the lock is the whole set.
-COPY pyproject.toml README.md ./
+# Orbit's three distributions (the pure core, the SDK, the server), without
+# resolving anything again: the lock is the whole set.
 COPY libs ./libs
 COPY services ./services
-RUN pip install --no-deps .
+RUN pip install --no-deps ./libs/orbit_model ./libs/orbit_sdk ./services
 
 # The examples stay a plain directory under /app (the working directory):
 # `orbit worker examples.workers:worker` imports from it, and a client can

@@ -10,20 +10,27 @@ PYTEST_WORKERS ?= auto
 
 install: $(VENV)/.installed
 
-$(VENV)/.installed: requirements.lock pyproject.toml
+# The three distributions of the workspace (pyproject.toml), editable, over the pins.
+DISTRIBUTIONS := libs/orbit_model libs/orbit_sdk services
+PROJECTS := $(addsuffix /pyproject.toml,$(DISTRIBUTIONS))
+
+$(VENV)/.installed: requirements.lock pyproject.toml $(PROJECTS)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet uv==$(UV_VERSION)
 	$(BIN)/uv pip install --quiet --python $(BIN)/python -r requirements.lock
-	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps -e .
+	$(BIN)/uv pip install --quiet --python $(BIN)/python --no-deps $(addprefix -e ,$(DISTRIBUTIONS))
 	touch $@
 
 test: install
 	$(BIN)/pytest -n $(PYTEST_WORKERS)
 
+# import-linter keeps the boundaries: the model imports nothing of the others, the
+# SDK nothing of the server, no service another, and only the store imports asyncpg.
 lint: install
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports
 
 format: install
 	$(BIN)/ruff check --fix .
@@ -41,14 +48,18 @@ BENCH_ARGS ?=
 bench: install
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
 
-# Re-pin every dependency after editing pyproject.toml.
+# Re-pin every dependency after editing a pyproject.toml: the three distributions
+# with every extra, and the workspace's dev group; the distributions themselves
+# are installed from here (editable), so the lock names only what they need.
 lock: install
-	$(BIN)/uv pip compile --quiet pyproject.toml --extra dev --python-version 3.11 -o requirements.lock
+	$(BIN)/uv pip compile --quiet $(PROJECTS) --all-extras --group pyproject.toml:dev \
+		--python-version 3.11 --no-emit-package orbit-model --no-emit-package orbit-sdk \
+		--no-emit-package orbit-server -o requirements.lock
 
 # Regenerate the AsyncAPI document of the AMQP protocol from the code (FastStream,
 # no broker needed); tests/unit/test_asyncapi.py fails when it is stale.
 asyncapi: install
-	$(BIN)/python -m orbit_runtime.asyncapi > docs/asyncapi.json.tmp
+	$(BIN)/python -m tools.asyncapi > docs/asyncapi.json.tmp
 	mv docs/asyncapi.json.tmp docs/asyncapi.json
 
 clean:

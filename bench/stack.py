@@ -28,10 +28,10 @@ import asyncpg
 import httpx
 
 from bench import workflows
-from orbit_runtime.broker import Topology
-from orbit_runtime.migrate import migrate
-from orbit_runtime.settings import Settings, load_settings
+from orbit_model.topology import Topology
 from orbit_sdk import OrbitClient
+from orbit_services.runtime.settings import Settings, load_settings
+from orbit_services.runtime.store.migrate import migrate
 
 SERVICES = ("decider", "dispatcher", "timer", "gateway")
 ROOT = Path(__file__).resolve().parent.parent

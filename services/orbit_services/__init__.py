@@ -1,1 +1,1 @@
-"""The Orbit services: thin wiring over orbit_runtime and orbit_model."""
+"""The Orbit server: the services, their shared runtime, the store and the server commands."""

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from orbit_runtime.lifecycle import Service
-from orbit_runtime.settings import Settings
+from orbit_sdk.lifecycle import Service
+from orbit_services.runtime.settings import Settings
 
 
 def _gateway(settings: Settings) -> Service:

@@ -13,10 +13,10 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orbit_runtime.lifecycle import Service
-from orbit_runtime.settings import Settings
 from orbit_sdk import OrbitClient, Worker
+from orbit_sdk.lifecycle import Service
 from orbit_services.runner import build
+from orbit_services.runtime.settings import Settings
 
 
 def free_port() -> int:

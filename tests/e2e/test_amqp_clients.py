@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from examples.workers import TASKS
-
 from orbit_sdk import AmqpClient
 from tests.integration.conftest import OrbitEnv
 from tests.integration.eventually import eventually

@@ -12,7 +12,6 @@ import asyncio
 from pathlib import Path
 
 from examples.workers import TASKS
-
 from tests.integration.conftest import OrbitEnv
 
 from .stack import running_stack

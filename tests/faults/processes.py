@@ -6,7 +6,7 @@ import asyncio
 import os
 import sys
 
-from orbit_runtime.settings import Settings
+from orbit_services.runtime.settings import Settings
 
 
 def orbit_env_vars(settings: Settings, **extra: str) -> dict[str, str]:

@@ -14,9 +14,9 @@ import time
 from typing import Any
 
 from orbit_model.events import TimerFired, TimerStarted
-from orbit_runtime.store import EventStore
 from orbit_sdk import TaskContext, TaskError, task
-from orbit_services.timer import TimerService
+from orbit_services.runtime.store import EventStore
+from orbit_services.timer.service import TimerService
 from tests.e2e.stack import running_stack
 from tests.integration.conftest import OrbitEnv
 from tests.integration.eventually import eventually

@@ -20,10 +20,10 @@ import aio_pika
 import asyncpg
 import pytest
 
-from orbit_runtime import broker
-from orbit_runtime.broker import Topology
-from orbit_runtime.migrate import migrate, migrations
-from orbit_runtime.settings import Settings, load_settings
+from orbit_model.topology import Topology
+from orbit_services.runtime import broker
+from orbit_services.runtime.settings import Settings, load_settings
+from orbit_services.runtime.store.migrate import migrate, migrations
 
 from .services import ServiceUrls, service_urls
 

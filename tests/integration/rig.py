@@ -18,10 +18,11 @@ from orbit_model.compiler import Definition
 from orbit_model.inputs import start_execution
 from orbit_model.messages import TaskAssignment, TaskResult, Wake, encode
 from orbit_model.state import ExecutionState, replay
-from orbit_runtime.broker import Topology, declare_task_queue, declare_topology
-from orbit_runtime.settings import Settings
-from orbit_runtime.store import Append, EventStore
-from orbit_services.decider import DeciderService
+from orbit_model.topology import Topology
+from orbit_services.decider.service import DeciderService
+from orbit_services.runtime.broker import declare_task_queue, declare_topology
+from orbit_services.runtime.settings import Settings
+from orbit_services.runtime.store import Append, EventStore
 
 from .eventually import eventually
 

@@ -22,12 +22,14 @@ import httpx
 import pytest
 from typer.testing import CliRunner, Result
 
-from orbit_runtime.settings import Settings
 from orbit_sdk import TaskContext, TaskError, task
-from orbit_sdk.cli import app
+from orbit_sdk.cli.app import build_app
+from orbit_services.runtime.settings import Settings
 from tests.e2e.stack import free_port, running_stack
 
 from .conftest import OrbitEnv
+
+app = build_app()
 
 ORDER = """
 orbit: 1

@@ -16,8 +16,8 @@ import pytest
 from pydantic import BaseModel
 
 from orbit_sdk import OrbitClient, OrbitClientError, TaskContext, Worker, task
-from orbit_services.decider import DeciderService
-from orbit_services.dispatcher import DispatcherService
+from orbit_services.decider.service import DeciderService
+from orbit_services.dispatcher.service import DispatcherService
 from orbit_services.gateway import GatewayService
 
 from .conftest import OrbitEnv

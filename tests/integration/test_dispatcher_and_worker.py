@@ -48,12 +48,13 @@ from orbit_model.messages import (
     encode,
 )
 from orbit_model.state import evolve, replay
-from orbit_runtime.broker import Topology, declare_task_queue, declare_topology
-from orbit_runtime.store import Append, EventStore
+from orbit_model.topology import Topology
 from orbit_sdk import TaskContext, TaskError, Worker, task
 from orbit_sdk.amqp_client import AmqpClient
 from orbit_sdk.rpc import Requester
-from orbit_services.dispatcher import DispatcherService
+from orbit_services.dispatcher.service import DispatcherService
+from orbit_services.runtime.broker import declare_task_queue, declare_topology
+from orbit_services.runtime.store import Append, EventStore
 
 from .conftest import OrbitEnv
 from .eventually import eventually

@@ -50,14 +50,15 @@ from orbit_model.messages import (
     encode,
 )
 from orbit_model.state import evolve, replay
-from orbit_runtime.broker import Publisher, connect, declare_topology, open_channel
-from orbit_runtime.executions import Executions
-from orbit_runtime.outbox import OutboxRelay
-from orbit_runtime.sessions import SessionRegistry
-from orbit_runtime.settings import Settings
-from orbit_runtime.store import Append, EventStore
+from orbit_sdk.amqp import Publisher, connect, open_channel
 from orbit_services.gateway import GatewayService, create_app
+from orbit_services.gateway.executions import Executions
 from orbit_services.gateway.service import broker_ready
+from orbit_services.runtime.broker import declare_topology
+from orbit_services.runtime.outbox import OutboxRelay
+from orbit_services.runtime.settings import Settings
+from orbit_services.runtime.store import Append, EventStore
+from orbit_services.runtime.store.sessions import SessionRegistry
 
 from .conftest import OrbitEnv
 

@@ -13,8 +13,8 @@ from orbit_model import compile_definition
 from orbit_model.events import CancelRequested
 from orbit_model.inputs import start_execution
 from orbit_model.state import evolve, replay
-from orbit_runtime.group_commit import GroupCommit
-from orbit_runtime.store import Append, AppendConflict, EventStore, OutboxMessage
+from orbit_services.runtime.store import Append, AppendConflict, EventStore, OutboxMessage
+from orbit_services.runtime.store.group_commit import GroupCommit
 
 from .conftest import OrbitEnv
 

@@ -17,16 +17,16 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from orbit_runtime.http_adapter import (
+from orbit_sdk.tasks import TaskContext
+from orbit_services.http_adapter.adapter import (
     HTTP_CONNECTION_ERROR,
     HTTP_RESPONSE_TOO_LARGE,
     HTTP_TIMEOUT,
     HTTP_TOO_MANY_REDIRECTS,
     HttpAdapter,
 )
-from orbit_runtime.http_guard import HTTP_DESTINATION_FORBIDDEN, HttpStepError
-from orbit_sdk.tasks import TaskContext
-from orbit_services.http_adapter import HttpAdapterService, http_task
+from orbit_services.http_adapter.guard import HTTP_DESTINATION_FORBIDDEN, HttpStepError
+from orbit_services.http_adapter.service import HttpAdapterService, http_task
 
 from .conftest import OrbitEnv
 

@@ -16,8 +16,8 @@ import httpx
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
-from orbit_runtime.store import EventStore
 from orbit_sdk import TaskContext, TaskError, task
+from orbit_services.runtime.store import EventStore
 from tests.e2e.stack import free_port, running_stack
 from tests.integration.conftest import OrbitEnv
 from tests.integration.eventually import eventually

@@ -17,8 +17,6 @@ from typing import Any
 import yaml
 from prometheus_client import REGISTRY
 
-import orbit_runtime.metrics
-import orbit_runtime.tracing  # noqa: F401
 from orbit_sdk import OrbitClientError, TaskContext, TaskError, task
 from tests.e2e.stack import running_stack
 from tests.integration.conftest import OrbitEnv

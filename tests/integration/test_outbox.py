@@ -13,10 +13,11 @@ import pytest
 from orbit_model import compile_definition
 from orbit_model.inputs import start_execution
 from orbit_model.state import replay
-from orbit_runtime.broker import Publisher, declare_topology, open_channel
-from orbit_runtime.broker import connect as connect_broker
-from orbit_runtime.outbox import OutboxRelay
-from orbit_runtime.store import Append, AppendConflict, EventStore, OutboxMessage
+from orbit_sdk.amqp import Publisher, open_channel
+from orbit_sdk.amqp import connect as connect_broker
+from orbit_services.runtime.broker import declare_topology
+from orbit_services.runtime.outbox import OutboxRelay
+from orbit_services.runtime.store import Append, AppendConflict, EventStore, OutboxMessage
 
 from .conftest import OrbitEnv
 from .eventually import eventually

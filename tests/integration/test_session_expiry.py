@@ -8,8 +8,8 @@ expiring them all would redeliver every task in flight.
 from __future__ import annotations
 
 from orbit_model.messages import ContractAnnouncement, InflightTask, RegisterWorker
-from orbit_runtime.sessions import SessionRegistry
-from orbit_runtime.store import EventStore
+from orbit_services.runtime.store import EventStore
+from orbit_services.runtime.store.sessions import SessionRegistry
 
 from .conftest import OrbitEnv
 

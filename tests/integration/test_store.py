@@ -15,8 +15,8 @@ from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.events import CancelRequested
 from orbit_model.inputs import start_execution
 from orbit_model.state import evolve, replay
-from orbit_runtime.migrate import migrate, migrations
-from orbit_runtime.store import Append, AppendConflict, EventStore, OutboxMessage
+from orbit_services.runtime.store import Append, AppendConflict, EventStore, OutboxMessage
+from orbit_services.runtime.store.migrate import migrate, migrations
 
 from .conftest import OrbitEnv
 

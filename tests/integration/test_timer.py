@@ -11,10 +11,10 @@ import pytest
 from orbit_model import compile_definition
 from orbit_model.events import TaskFailure
 from orbit_model.messages import TaskResult
-from orbit_runtime.store import EventStore
-from orbit_services import timer as timer_module
-from orbit_services.decider import DeciderService
-from orbit_services.timer import TimerService
+from orbit_services.decider.service import DeciderService
+from orbit_services.runtime.store import EventStore
+from orbit_services.timer import service as timer_module
+from orbit_services.timer.service import TimerService
 
 from .conftest import OrbitEnv
 from .eventually import eventually

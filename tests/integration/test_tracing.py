@@ -28,15 +28,11 @@ from prometheus_client import REGISTRY
 from orbit_model.events import StepAttemptUncertain, StepDispatched
 from orbit_model.messages import DeliveryLost, encode
 from orbit_model.state import ExecutionState, replay
-from orbit_runtime.broker import Publisher, Topology, connect, open_channel
-from orbit_runtime.tracing import (
-    SpanRecorder,
-    attempt_span_id,
-    execution_span_id,
-    trace_id,
-    traceparent,
-)
+from orbit_model.topology import Topology
+from orbit_model.trace_ids import attempt_span_id, execution_span_id, trace_id, traceparent
 from orbit_sdk import TaskContext, TaskError, task
+from orbit_sdk.amqp import Publisher, connect, open_channel
+from orbit_services.decider.spans import SpanRecorder
 from tests.e2e.stack import free_port, running_stack
 from tests.integration.conftest import OrbitEnv
 from tests.integration.eventually import eventually

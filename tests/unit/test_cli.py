@@ -6,7 +6,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from orbit_sdk.cli import app
+from orbit_sdk.cli.app import build_app
+
+app = build_app()
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 

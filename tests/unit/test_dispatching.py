@@ -18,8 +18,8 @@ from orbit_model.messages import (
     Route,
 )
 from orbit_model.state import ExecutionState, evolve, replay
-from orbit_runtime.broker import Topology
-from orbit_runtime.dispatching import (
+from orbit_model.topology import Topology
+from orbit_services.dispatcher.control import (
     check_registration,
     contract_warnings,
     lost_deliveries,

@@ -7,19 +7,17 @@ import ipaddress
 import pytest
 from yarl import URL
 
-from orbit_runtime.http_guard import (
+from orbit_services.http_adapter.guard import (
     HTTP_DESTINATION_FORBIDDEN,
     HTTP_INVALID_URL,
-    AllowList,
     DestinationForbidden,
     HttpGuard,
     HttpStepError,
     forbidden_reason,
-    parse_ip_literal,
-    parse_ipv4_literal,
     safe_url,
 )
-from orbit_runtime.settings import SettingsError, load_settings
+from orbit_services.runtime.addresses import AllowList, parse_ip_literal, parse_ipv4_literal
+from orbit_services.runtime.settings import SettingsError, load_settings
 
 GUARD = HttpGuard()
 

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from orbit_runtime.logs import configure_logging
+from orbit_sdk.logs import configure_logging
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,7 @@ from orbit_model.compiler import compile_definition
 from orbit_model.events import StepDispatched, StepSucceeded, WorkflowStarted
 from orbit_model.ir import WorkflowIR
 from orbit_model.state import ExecutionState
-from orbit_runtime.metrics import StepClock, _Dispatched
+from orbit_services.decider.step_clock import StepClock, _Dispatched
 
 
 def _count(name: str, **labels: str) -> float:

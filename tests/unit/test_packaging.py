@@ -30,11 +30,13 @@ from typer.testing import CliRunner
 
 from orbit_model import compile_definition
 from orbit_model.inputs import start_execution
-from orbit_runtime.executions import _EXECUTION_ID as EXECUTION_ID
-from orbit_runtime.settings import Settings, SettingsError, load_settings
-from orbit_sdk.cli import app
+from orbit_sdk.cli.app import build_app
 from orbit_sdk.worker import Worker
+from orbit_services.gateway.executions import _EXECUTION_ID as EXECUTION_ID
 from orbit_services.runner import SERVICES
+from orbit_services.runtime.settings import Settings, SettingsError, load_settings
+
+app = build_app()
 
 ROOT = Path(__file__).parents[2]
 COMPOSE_FILE = ROOT / "compose.yaml"
@@ -302,6 +304,17 @@ def ignore_rules() -> list[tuple[bool, re.Pattern[str]]]:
         cleaned = str(PurePosixPath(line.removeprefix("!").strip().lstrip("/")))
         rules.append((keep, _pattern(cleaned)))
     return rules
+
+
+@cache
+def distributions() -> dict[str, dict[str, Any]]:
+    """Each distribution's directory and its pyproject.toml, from the workspace's members."""
+    workspace = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    members = workspace["tool"]["uv"]["workspace"]["members"]
+    return {
+        member: tomllib.loads((ROOT / member / "pyproject.toml").read_text(encoding="utf-8"))
+        for member in members
+    }
 
 
 def ignored(path: str) -> bool:
@@ -629,14 +642,13 @@ def test_the_image_is_python_3_11_slim_and_satisfies_requires_python() -> None:
     base = dockerfile().all("FROM")
     assert len(base) == 1
     assert base[0].argument == "python:3.11-slim"
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    assert Version("3.11") in SpecifierSet(project["requires-python"])
+    for project in distributions().values():
+        assert Version("3.11") in SpecifierSet(project["project"]["requires-python"])
 
 
 def test_the_entrypoint_is_the_orbit_command() -> None:
     assert dockerfile().last("ENTRYPOINT").exec_form() == ["orbit"]
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    assert "orbit" in project["scripts"]
+    assert "orbit" in distributions()["libs/orbit_sdk"]["project"]["scripts"]
 
 
 def test_the_default_command_is_a_valid_orbit_command() -> None:
@@ -684,13 +696,13 @@ def test_the_project_is_copied_before_it_is_installed() -> None:
     lock = re.search(r"-r\s+(\S+)", lock_install)
     assert lock is not None, lock_install
     assert lock[1] in copied_then
-    assert "--no-deps" in project_install.split()
-    assert "." in project_install.split()
-    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
-    needed = {"pyproject.toml", pyproject["project"]["readme"]}
-    packages = pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["packages"]
-    needed |= {PurePosixPath(package).parts[0] for package in packages}
-    assert needed <= project_copied, needed - project_copied
+    arguments = project_install.split()
+    assert "--no-deps" in arguments
+    for directory in distributions():
+        # Each distribution is installed from its directory, copied before (with
+        # its pyproject.toml and README: both inside the directory).
+        assert f"./{directory}" in arguments, directory
+        assert PurePosixPath(directory).parts[0] in project_copied, directory
 
 
 def _locked() -> dict[str, str]:
@@ -720,10 +732,18 @@ def test_the_lock_file_pins_every_dependency_of_the_project() -> None:
     # `pip install --no-deps .` resolves nothing: a dependency missing from the lock
     # is missing from the image.
     pins = _locked()
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
-    for text in project["dependencies"]:
+    ours = {canonicalize_name(p["project"]["name"]) for p in distributions().values()}
+    needed = []
+    for pyproject in distributions().values():
+        project = pyproject["project"]
+        needed += project["dependencies"]
+        for extra in project.get("optional-dependencies", {}).values():
+            needed += extra
+    for text in needed:
         requirement = Requirement(text)
         name = canonicalize_name(requirement.name)
+        if name in ours:
+            continue  # installed from its directory, not from the lock
         assert name in pins, f"{requirement.name} is not in the lock file (make lock)"
         assert requirement.specifier.contains(pins[name], prereleases=True), (
             f"{requirement.name}=={pins[name]} does not satisfy {requirement.specifier}"

@@ -29,6 +29,8 @@ ALLOWED_IMPORTS = {
     "sys",
     "types",
     "typing",
+    "urllib",  # urllib.parse, to redact a URL's password (urllib.request is below)
+    "zlib",  # crc32, the partition of an execution id
     "cel",
     "jsonschema",
     "pydantic",

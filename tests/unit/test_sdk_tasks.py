@@ -10,9 +10,9 @@ import pytest
 from pydantic import BaseModel
 
 import orbit_sdk
-from orbit_runtime.settings import load_settings
 from orbit_sdk import TaskContext, TaskError, task
 from orbit_sdk.tasks import TaskOutcome, task_definition
+from orbit_services.runtime.settings import load_settings
 
 
 class ChargeIn(BaseModel):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orbit_runtime.settings import SettingsError, load_settings
+from orbit_services.runtime.settings import SettingsError, load_settings
 
 
 def test_defaults_are_the_local_services(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -11,12 +11,11 @@ from fastapi import APIRouter, FastAPI, Response
 from fastapi.openapi.utils import get_openapi
 
 from orbit_model.errors import ErrorCode, OrbitError
-from orbit_runtime import metrics
-from orbit_runtime.executions import Executions
-
-from .errors import install_error_handlers
-from .routes import api_router
-from .schemas import ErrorResponse, Health
+from orbit_services.gateway.errors import install_error_handlers
+from orbit_services.gateway.executions import Executions
+from orbit_services.gateway.routes import api_router
+from orbit_services.gateway.schemas import ErrorResponse, Health
+from orbit_services.runtime import metrics
 
 Check = Callable[[], Awaitable[object]]
 """A readiness probe: returns when its dependency answers, raises when it does not."""
@@ -32,7 +31,7 @@ cancel, query and watch them. Every error is
 
 def _version() -> str:
     try:
-        return version("orbit-engine")
+        return version("orbit-server")
     except PackageNotFoundError:  # pragma: no cover - running from a bare checkout
         return "0"
 

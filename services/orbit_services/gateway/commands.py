@@ -30,8 +30,9 @@ from orbit_model.messages import (
     decode_command,
     encode,
 )
-from orbit_runtime.broker import Publisher, give_back, park
-from orbit_runtime.executions import Executions
+from orbit_sdk.amqp import Publisher
+from orbit_services.gateway.executions import Executions
+from orbit_services.runtime.broker import give_back, park
 
 log = logging.getLogger("orbit.gateway.commands")
 
@@ -67,7 +68,7 @@ class CommandIntake:
             command = decode_command(message.body)
         except MalformedMessage as error:
             # A client waiting for a reply is told, rather than left to its timeout.
-            refusal = ErrorBody(code=error.code.value, message=error.message)
+            refusal = ErrorBody(code=str(error.code), message=error.message)
             await self._reply(message, CommandReply(ok=False, error=refusal))
             await park(message, error.message)
             return
@@ -79,7 +80,7 @@ class CommandIntake:
                 await give_back(message, error)  # may work when tried again
                 return
             reply = CommandReply(
-                ok=False, error=ErrorBody(code=error.code.value, message=error.message)
+                ok=False, error=ErrorBody(code=str(error.code), message=error.message)
             )
         except Exception as error:
             log.exception(

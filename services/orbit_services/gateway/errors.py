@@ -30,10 +30,14 @@ def error_response(
     code: ErrorCode, message: str, status: int | None = None, details: Any = None
 ) -> JSONResponse:
     """The error body, with the code's HTTP status unless ``status`` says otherwise."""
-    error: dict[str, Any] = {"code": code.value, "message": message}
+    return _error_body(code, message, status or code.http_status, details)
+
+
+def _error_body(code: str, message: str, status: int, details: Any = None) -> JSONResponse:
+    error: dict[str, Any] = {"code": code, "message": message}
     if details is not None:
         error["details"] = details
-    return JSONResponse({"error": error}, status_code=status or code.http_status)
+    return JSONResponse({"error": error}, status_code=status)
 
 
 async def _orbit_error(_: Request, error: Exception) -> JSONResponse:
@@ -41,7 +45,7 @@ async def _orbit_error(_: Request, error: Exception) -> JSONResponse:
     details = None
     if isinstance(error, DefinitionError):
         details = [{"line": p.line, "path": p.path, "message": p.message} for p in error.problems]
-    return error_response(error.code, error.message, details=details)
+    return _error_body(error.code, error.message, error.http_status, details)
 
 
 async def _invalid_request(_: Request, error: Exception) -> JSONResponse:

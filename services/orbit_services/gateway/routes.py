@@ -9,10 +9,9 @@ from fastapi import APIRouter, Query, Request, Response
 
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.messages import StartExecution
-from orbit_runtime.executions import MAX_PAGE, MAX_WAIT_SECONDS, Executions
-from orbit_runtime.registry import is_json
-
-from .schemas import (
+from orbit_services.gateway.definitions import is_json
+from orbit_services.gateway.executions import MAX_PAGE, MAX_WAIT_SECONDS, Executions
+from orbit_services.gateway.schemas import (
     CancelRequest,
     DefinitionSummary,
     ErrorResponse,

@@ -1,6 +1,6 @@
 """The shapes of the HTTP API's bodies, for request validation and the OpenAPI document.
 
-The operations in :mod:`orbit_runtime.executions` return plain JSON data;
+The operations in :mod:`orbit_services.gateway.executions` return plain JSON data;
 these models check it on the way out and describe it in ``/openapi.json``.
 """
 

@@ -11,20 +11,15 @@ import uvicorn
 from aio_pika.abc import AbstractQueue, AbstractRobustConnection
 
 from orbit_model.errors import ErrorCode, OrbitError
-from orbit_runtime.broker import (
-    Publisher,
-    Topology,
-    connect,
-    declare_topology,
-    open_channel,
-)
-from orbit_runtime.executions import Executions
-from orbit_runtime.outbox import OutboxRelay
-from orbit_runtime.settings import Settings
-from orbit_runtime.store import EventStore
-
-from .app import create_app
-from .commands import CommandIntake
+from orbit_model.topology import Topology
+from orbit_sdk.amqp import Publisher, connect, open_channel
+from orbit_services.gateway.app import create_app
+from orbit_services.gateway.commands import CommandIntake
+from orbit_services.gateway.executions import Executions
+from orbit_services.runtime.broker import declare_topology
+from orbit_services.runtime.outbox import OutboxRelay
+from orbit_services.runtime.settings import Settings
+from orbit_services.runtime.store import EventStore
 
 log = logging.getLogger("orbit.gateway")
 

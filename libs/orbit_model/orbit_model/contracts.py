@@ -1,0 +1,153 @@
+"""Contracts: JSON Schema (draft 2020-12) checks with defaults applied.
+
+A :class:`Contract` is built once per schema (building the validator is the
+expensive part) and then checks many values. Checking returns a copy of the
+value with every ``default`` the schema declares filled in; the caller's
+value is never changed.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
+
+import jsonschema
+from jsonschema import Draft202012Validator
+from jsonschema.exceptions import SchemaError, ValidationError
+from jsonschema.protocols import Validator
+
+from orbit_model.canonical import canonical_json
+from orbit_model.errors import DefinitionProblem, ErrorCode, OrbitError
+
+
+def _properties_with_defaults(
+    validator: Validator, properties: Mapping[str, Any], instance: Any, schema: Mapping[str, Any]
+) -> Iterator[ValidationError]:
+    # The documented jsonschema extension: fill defaults of absent properties
+    # before the properties are checked, so defaults are validated too.
+    if isinstance(instance, dict):
+        for name, subschema in properties.items():
+            if isinstance(subschema, Mapping) and "default" in subschema and name not in instance:
+                instance[name] = copy.deepcopy(subschema["default"])
+    yield from _PROPERTIES(validator, properties, instance, schema)
+
+
+_PROPERTIES = Draft202012Validator.VALIDATORS["properties"]
+_DefaultingValidator = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
+    Draft202012Validator, {"properties": _properties_with_defaults}
+)
+
+
+class SchemaProblem(DefinitionProblem):
+    """A schema that is not valid JSON Schema 2020-12.
+
+    Attributes:
+        path: Where in the schema the problem is.
+        reason: What is wrong.
+    """
+
+    def __init__(self, path: tuple[str | int, ...], reason: str) -> None:
+        super().__init__(reason)
+        self.path = path
+        self.reason = reason
+
+
+def check_schema(schema: Any) -> None:
+    """Check that ``schema`` is a valid 2020-12 schema.
+
+    Raises:
+        SchemaProblem: It is not, with the path of the bad part.
+    """
+    if not isinstance(schema, dict | bool):
+        raise SchemaProblem((), "a JSON Schema must be a mapping (or true/false)")
+    _check_canonical_schema(canonical_json(schema))
+
+
+@lru_cache(maxsize=1024)
+def _check_canonical_schema(schema_json: str) -> None:
+    # Checking against the metaschema costs milliseconds; the same schemas
+    # come back every time a definition is compiled or registered.
+    try:
+        Draft202012Validator.check_schema(json.loads(schema_json))
+    except SchemaError as error:
+        raise SchemaProblem(tuple(error.path), error.message) from None
+
+
+def json_path(path: Iterator[str | int] | tuple[str | int, ...] | list[str | int]) -> str:
+    """``$.items[0].price`` for the path ``("items", 0, "price")``."""
+    text = "$"
+    for part in path:
+        if isinstance(part, int):
+            text += f"[{part}]"
+        elif part.isidentifier():
+            text += f".{part}"
+        else:
+            text += f"[{part!r}]"
+    return text
+
+
+@dataclass(frozen=True)
+class ContractViolation:
+    """One way a value breaks its contract."""
+
+    path: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Contract:
+    """A compiled JSON Schema; build with :func:`contract_for`.
+
+    Attributes:
+        schema: The schema, as declared.
+    """
+
+    schema: Any
+    _validator: Validator = field(repr=False, compare=False)
+
+    def apply(self, value: Any, what: str = "value") -> Any:
+        """Check ``value`` and return a copy with the schema's defaults filled in.
+
+        Args:
+            value: A JSON value.
+            what: How to name the value in the error (``input``, ``signal 'approval'``).
+
+        Raises:
+            OrbitError: ``INVALID_INPUT``, naming the JSON path of each bad value.
+        """
+        candidate = copy.deepcopy(value)
+        problems = self._collect(candidate)
+        if problems:
+            detail = "; ".join(str(problem) for problem in problems[:5])
+            more = f" (and {len(problems) - 5} more)" if len(problems) > 5 else ""
+            raise OrbitError(
+                ErrorCode.INVALID_INPUT, f"{what} does not match its schema: {detail}{more}"
+            )
+        return candidate
+
+    def _collect(self, candidate: Any) -> list[ContractViolation]:
+        errors = sorted(self._validator.iter_errors(candidate), key=lambda e: list(e.path))
+        return [ContractViolation(json_path(tuple(error.path)), error.message) for error in errors]
+
+
+def contract_for(schema: Any) -> Contract:
+    """The compiled contract for ``schema``, built once per distinct schema.
+
+    Raises:
+        SchemaProblem: The schema is not valid JSON Schema 2020-12.
+    """
+    return _contract_for_canonical(canonical_json(schema))
+
+
+@lru_cache(maxsize=1024)
+def _contract_for_canonical(schema_json: str) -> Contract:
+    schema = json.loads(schema_json)
+    check_schema(schema)
+    return Contract(schema=schema, _validator=_DefaultingValidator(schema))

@@ -1,0 +1,596 @@
+"""What happens next: ``decide(state, definition, now) -> events``, pure.
+
+``decide`` looks at an execution's state and returns the events that move it
+one round forward; applied and decided again, it eventually returns nothing
+(:func:`decide_until_stable` runs those rounds). It never reads a clock:
+``now`` is an argument, and every token it mints is derived from the state.
+
+One round does the first of these that has anything to do:
+
+1. start the execution; begin stopping it on cancel, timeout or a limit;
+2. while stopping, cancel the units still in flight;
+3. react to what happened to units: a failed attempt (retry or fail), a
+   fired timer, a lost worker, a unit waiting to be dispatched or to take a
+   signal, a fan-out with room for more units or with a failed unit;
+4. while stopping: compensations newest first, then ``finally``, then the end;
+5. otherwise: schedule or skip the steps whose dependencies are done; on
+   success, run ``finally`` and complete.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from orbit_model.contracts import contract_for
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.events import (
+    CompensationStarted,
+    Event,
+    LimitExceeded,
+    RetryScheduled,
+    StepAttemptFailed,
+    StepCancelled,
+    StepDispatched,
+    StepFailed,
+    StepFanOut,
+    StepScheduled,
+    StepSkipped,
+    StepSucceeded,
+    TaskFailure,
+    TimerStarted,
+    WorkflowCancelled,
+    WorkflowCompleted,
+    WorkflowFailed,
+    WorkflowStarted,
+    WorkflowTimedOut,
+)
+from orbit_model.expressions import ExecutionInfo, Scope, StepView, evaluate_template
+from orbit_model.ir import AwaitStep, CallStep, SleepStep, Step, TaskCall, WorkflowIR
+from orbit_model.state import ExecutionState, UnitState, UnitStatus, evolve
+from orbit_model.units import COMPENSATE_PREFIX, FINALLY_PREFIX, element_key, parse_unit
+
+#: Units with work in flight or about to be.
+ACTIVE = frozenset(
+    {UnitStatus.SCHEDULED, UnitStatus.DISPATCHED, UnitStatus.UNCERTAIN, UnitStatus.RETRY_WAIT}
+)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Server-wide limits the decider enforces; None means unlimited."""
+
+    max_fan_out: int | None = None
+    """Elements one ``for`` step may fan out to (``LIMIT_EXCEEDED`` beyond)."""
+    max_history_events: int | None = None
+    """Events per execution; past it the execution fails with ``LIMIT_EXCEEDED``
+    (its compensations and cleanup still run)."""
+
+
+class DecisionLoopError(OrbitError, RuntimeError):
+    """``decide`` did not settle: a bug in the decider, never an input's fault (``INTERNAL``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.INTERNAL, message)
+
+
+def decide(
+    state: ExecutionState, definition: WorkflowIR, now: int, limits: Limits = Limits()
+) -> list[Event]:
+    """The events of the next round for this execution (empty when it has settled)."""
+    if state.status == "new" or state.terminal:
+        return []
+    if state.status == "created":
+        timeout = definition.timeout_ms
+        return [WorkflowStarted(deadline_at=now + timeout if timeout else None)]
+    events = _Round(state, definition, now, limits).events()
+    if (
+        limits.max_history_events is not None
+        and state.abort is None
+        and state.limit_exceeded is None
+        and events
+        and state.last_seq + len(events) > limits.max_history_events
+    ):
+        return [
+            LimitExceeded(
+                limit="max_history_events",
+                message=f"the execution reached {limits.max_history_events} history events",
+            )
+        ]
+    return events
+
+
+def decide_until_stable(
+    state: ExecutionState,
+    definition: WorkflowIR,
+    now: int,
+    limits: Limits = Limits(),
+    max_rounds: int = 100_000,
+) -> tuple[ExecutionState, list[Event]]:
+    """Decide and apply rounds until nothing is left to do; the new state and all events.
+
+    Raises:
+        DecisionLoopError: More than ``max_rounds`` rounds: a decider bug.
+    """
+    produced: list[Event] = []
+    for _ in range(max_rounds):
+        events = decide(state, definition, now, limits)
+        if not events:
+            return state, produced
+        for event in events:
+            state = evolve(state, event)
+        produced += events
+    raise DecisionLoopError(f"no fixpoint after {max_rounds} rounds for {state.execution_id}")
+
+
+def failure(
+    code: ErrorCode | str, message: str, retryable: bool = False, details: Any = None
+) -> TaskFailure:
+    """An Orbit error as a value."""
+    return TaskFailure(code=str(code), message=message, retryable=retryable, details=details)
+
+
+def unit_call(definition: WorkflowIR, key: str) -> tuple[CallStep, TaskCall]:
+    """The step a call unit belongs to and the call it makes (its compensation's, for
+    ``compensate:`` units).
+
+    Raises:
+        KeyError: ``key`` names no call of the definition.
+    """
+    parsed = parse_unit(key)
+    if parsed.role == "finally":
+        step: Step = next(s for s in definition.finally_steps if s.id == parsed.step)
+    else:
+        step = definition.step(parsed.step)
+    if not isinstance(step, CallStep):
+        raise KeyError(key)
+    if parsed.role == "compensate":
+        if step.compensate is None:
+            raise KeyError(key)
+        return step, step.compensate.call
+    return step, step.call
+
+
+_PENDING_UNIT = UnitState()
+
+
+def _idle(unit: UnitState) -> bool:
+    """A unit that cannot react now, told apart cheaply: most units of a large
+    execution are done, or wait on a worker or a timer, and a round looks at
+    every unit."""
+    status = unit.status
+    if status.resolved or status is UnitStatus.PENDING:
+        return True
+    if status is UnitStatus.DISPATCHED:
+        failed_attempt = unit.token is None and unit.error is not None
+        timed_out = unit.token is not None and unit.timed_out_token == unit.token
+        return not (failed_attempt or timed_out)
+    if status is UnitStatus.RETRY_WAIT:
+        return not unit.timer_fired
+    return False
+
+
+def step_views(state: ExecutionState, definition: WorkflowIR) -> dict[str, StepView]:
+    """``steps.<id>`` as expressions see it (``finally`` steps under their own id)."""
+    views: dict[str, StepView] = {}
+    for step in definition.steps:
+        views[step.id] = _view(state.unit(step.id), step)
+    for step in definition.finally_steps:
+        views[step.id] = _view(state.unit(FINALLY_PREFIX + step.id), step)
+    return views
+
+
+def scope_of(
+    state: ExecutionState,
+    definition: WorkflowIR,
+    item: Any = None,
+    index: int | None = None,
+    attempt: int | None = None,
+) -> Scope:
+    """What an expression sees of an execution: ``signals.X`` is the last payload of X."""
+    return Scope(
+        input=state.input,
+        steps=step_views(state, definition),
+        signals={signal.name: signal.payload for signal in state.signals},
+        execution=ExecutionInfo(
+            id=state.execution_id, workflow=state.workflow, version=state.version, attempt=attempt
+        ),
+        item=item,
+        index=index,
+    )
+
+
+def _view(unit: UnitState, step: Step) -> StepView:
+    if unit.status is UnitStatus.SUCCEEDED:
+        return StepView(status=unit.status.value, output=unit.output)
+    if unit.status is UnitStatus.FAILED and step.continue_on_error and unit.error is not None:
+        return StepView(status=unit.status.value, output={"error": unit.error.model_dump()})
+    return StepView(status=unit.status.value)
+
+
+def _done(unit: UnitState, step: Step) -> bool:
+    """Whether a dependency on this step is satisfied."""
+    if unit.status in (UnitStatus.SUCCEEDED, UnitStatus.SKIPPED):
+        return True
+    return unit.status is UnitStatus.FAILED and step.continue_on_error
+
+
+class _Round:
+    """One round of decisions for one execution."""
+
+    def __init__(
+        self, state: ExecutionState, definition: WorkflowIR, now: int, limits: Limits
+    ) -> None:
+        self.state = state
+        self.ir = definition
+        self.now = now
+        self.limits = limits
+        # Signals taken by an await earlier in this round: the state does not show
+        # them as taken until the round's events are folded in.
+        self.signals_taken: set[int] = set()
+
+    def events(self) -> list[Event]:
+        state = self.state
+        if state.abort is None:
+            stop = self._stop_cause()
+            if stop is not None:
+                return [stop]
+        else:
+            cancels: list[Event] = [
+                StepCancelled(unit=key)
+                for key, unit in state.units.items()
+                if unit.status in ACTIVE and parse_unit(key).role in ("step", "element")
+            ]
+            if cancels:
+                return cancels
+        reactions = self._reactions()
+        if reactions:
+            return reactions
+        if state.abort is not None:
+            return self._stopping()
+        return self._progress()
+
+    # -- stopping ---------------------------------------------------------
+
+    def _stop_cause(self) -> CompensationStarted | None:
+        state = self.state
+        if state.limit_exceeded is not None:
+            error = failure(ErrorCode.LIMIT_EXCEEDED, state.limit_exceeded)
+            return CompensationStarted(cause="failed", error=error)
+        if state.cancel_reason is not None:
+            return CompensationStarted(cause="cancelled")
+        if state.deadline_passed:
+            error = failure(ErrorCode.TIMEOUT, "the workflow timeout passed")
+            return CompensationStarted(cause="timed_out", error=error)
+        for step in self.ir.steps:
+            unit = state.unit(step.id)
+            if unit.status is UnitStatus.FAILED and not step.continue_on_error:
+                error = unit.error or failure(ErrorCode.TIMEOUT, "the step failed")
+                details = {"step": step.id, "code": error.code}
+                message = f"step {step.id!r} failed: {error.message}"
+                return CompensationStarted(
+                    cause="failed",
+                    error=TaskFailure(
+                        code=error.code, message=message, retryable=False, details=details
+                    ),
+                )
+        return None
+
+    def _stopping(self) -> list[Event]:
+        state = self.state
+        succeeded = sorted(
+            (
+                step
+                for step in self.ir.steps
+                if isinstance(step, CallStep)
+                and step.compensate is not None
+                and state.unit(step.id).status is UnitStatus.SUCCEEDED
+            ),
+            key=lambda step: -(state.unit(step.id).resolved_seq or 0),
+        )
+        for step in succeeded:
+            key = COMPENSATE_PREFIX + step.id
+            unit = state.unit(key)
+            if unit.status is UnitStatus.PENDING:
+                assert step.compensate is not None
+                return self._schedule_call(key, step.compensate.call, item=None, index=None)
+            if not unit.status.resolved:
+                return []
+        cleanup = self._progress_finally()
+        if cleanup is not None:
+            return cleanup
+        abort = state.abort
+        assert abort is not None
+        outcome = self._compensation_outcome([step.id for step in succeeded])
+        if abort.cause == "cancelled":
+            return [WorkflowCancelled(reason=state.cancel_reason or "", compensation=outcome)]
+        if abort.cause == "timed_out":
+            return [WorkflowTimedOut(compensation=outcome)]
+        error = abort.error or failure(ErrorCode.TIMEOUT, "the execution failed")
+        return [WorkflowFailed(error=error, compensation=outcome)]
+
+    def _compensation_outcome(self, steps: list[str]) -> Any:
+        if not steps:
+            return "none"
+        failed = any(
+            self.state.unit(COMPENSATE_PREFIX + step).status is not UnitStatus.SUCCEEDED
+            for step in steps
+        )
+        return "failed" if failed else "completed"
+
+    # -- progress ---------------------------------------------------------
+
+    def _progress(self) -> list[Event]:
+        events: list[Event] = []
+        all_done = True
+        for step in self.ir.steps:
+            unit = self.state.unit(step.id)
+            if not _done(unit, step):
+                all_done = False
+            if unit.status is UnitStatus.PENDING:
+                events += self._start(step, step.id, [(d, self.ir.step(d)) for d in step.after])
+        if events or not all_done:
+            return events
+        try:
+            self._output()
+        except OrbitError as error:
+            failed = failure(error.code, f"the workflow output: {error.message}")
+            return [CompensationStarted(cause="failed", error=failed)]
+        cleanup = self._progress_finally()
+        if cleanup is not None:
+            return cleanup
+        return [WorkflowCompleted(output=self._output())]
+
+    def _progress_finally(self) -> list[Event] | None:
+        """Events for ``finally`` steps, ``[]`` while waiting, None once all are resolved."""
+        events: list[Event] = []
+        all_resolved = True
+        for step in self.ir.finally_steps:
+            key = FINALLY_PREFIX + step.id
+            unit = self.state.unit(key)
+            if not unit.status.resolved:
+                all_resolved = False
+            if unit.status is UnitStatus.PENDING:
+                # Cleanup runs whatever happened before: a resolved dependency is done.
+                dependencies = [self.state.unit(FINALLY_PREFIX + d) for d in step.after]
+                if all(d.status.resolved for d in dependencies):
+                    events += self._schedule(step, key)
+        return None if all_resolved else events
+
+    def _start(self, step: Step, key: str, dependencies: list[tuple[str, Step]]) -> list[Event]:
+        units = [(self.state.unit(d), dep) for d, dep in dependencies]
+        if not all(_done(unit, dep) for unit, dep in units):
+            return []
+        if (
+            units
+            and not step.explicit_after
+            and all(u.status is UnitStatus.SKIPPED for u, _ in units)
+        ):
+            return [StepSkipped(unit=key, reason="every step it depends on was skipped")]
+        return self._schedule(step, key)
+
+    def _schedule(self, step: Step, key: str) -> list[Event]:
+        try:
+            if step.when is not None:
+                condition = evaluate_template(step.when, self._scope())
+                if not isinstance(condition, bool):
+                    raise OrbitError(
+                        ErrorCode.EXPRESSION_ERROR, f"if must be true or false, not {condition!r}"
+                    )
+                if not condition:
+                    return [StepSkipped(unit=key, reason="its if was false")]
+            if isinstance(step, CallStep) and step.for_each is not None:
+                return self._fan_out(step, key)
+        except OrbitError as error:
+            return [StepFailed(unit=key, error=failure(error.code, error.message))]
+        if isinstance(step, CallStep):
+            return self._schedule_call(key, step.call, item=None, index=None)
+        return [StepScheduled(unit=key)]
+
+    def _fan_out(self, step: CallStep, key: str) -> list[Event]:
+        items = evaluate_template(step.for_each, self._scope())
+        if not isinstance(items, list):
+            kind = type(items).__name__
+            return [
+                StepFailed(
+                    unit=key,
+                    error=failure(ErrorCode.INVALID_FAN_OUT, f"for must give a list, not {kind}"),
+                )
+            ]
+        limit = self.limits.max_fan_out
+        if limit is not None and len(items) > limit:
+            message = f"for over {len(items)} elements exceeds the fan-out limit of {limit}"
+            return [StepFailed(unit=key, error=failure(ErrorCode.LIMIT_EXCEEDED, message))]
+        return [StepFanOut(unit=key, items=items)]
+
+    def _schedule_call(self, key: str, call: TaskCall, item: Any, index: int | None) -> list[Event]:
+        try:
+            value = evaluate_template(call.input, self._scope(item=item, index=index, attempt=1))
+            contract = self.ir.tasks.get(call.task)
+            if contract is not None and contract.input_schema is not None:
+                value = contract_for(contract.input_schema).apply(
+                    value, f"the input of {call.task}"
+                )
+        except OrbitError as error:
+            code = error.code
+            if code is ErrorCode.INVALID_INPUT:
+                code = ErrorCode.INPUT_CONTRACT_VIOLATION
+            return [StepFailed(unit=key, error=failure(code, error.message))]
+        return [StepScheduled(unit=key, input=value)]
+
+    def _scope(
+        self, item: Any = None, index: int | None = None, attempt: int | None = None
+    ) -> Scope:
+        return scope_of(self.state, self.ir, item=item, index=index, attempt=attempt)
+
+    def _output(self) -> Any:
+        return evaluate_template(self.ir.output, self._scope())
+
+    # -- reacting to units ------------------------------------------------
+
+    def _reactions(self) -> list[Event]:
+        """Every unit's reaction, skipping a unit another reaction of this round touches.
+
+        All are computed from the same state, so two reactions on one unit
+        (a fan-out cancelling an element that would be dispatched) would
+        conflict; the skipped one is reconsidered next round.
+        """
+        events: list[Event] = []
+        touched: set[str] = set()
+        for key, unit in self.state.units.items():
+            if _idle(unit):
+                continue
+            reaction = list(self._react(key))
+            units = {event.unit for event in reaction if hasattr(event, "unit")}
+            if reaction and not units & touched:
+                events += reaction
+                touched |= units
+        return events
+
+    def _react(self, key: str) -> Iterator[Event]:
+        unit = self.state.unit(key)
+        if unit.status.resolved or unit.status is UnitStatus.PENDING:
+            return
+        parsed = parse_unit(key)
+        step = self._step_of(parsed.step, parsed.role)
+        if isinstance(step, CallStep) and parsed.role == "step" and unit.items is not None:
+            yield from self._react_fan_out(key, step, unit)
+            return
+        if isinstance(step, SleepStep):
+            yield from self._react_sleep(key, step, unit)
+            return
+        if isinstance(step, AwaitStep):
+            yield from self._react_await(key, step, unit)
+            return
+        call = self._call_of(step, parsed.role)
+        yield from self._react_call(key, call, unit)
+
+    def _step_of(self, step_id: str, role: str) -> Step:
+        if role == "finally":
+            return next(step for step in self.ir.finally_steps if step.id == step_id)
+        return self.ir.step(step_id)
+
+    @staticmethod
+    def _call_of(step: Step, role: str) -> TaskCall:
+        assert isinstance(step, CallStep)
+        if role == "compensate":
+            assert step.compensate is not None
+            return step.compensate.call
+        return step.call
+
+    def _react_call(self, key: str, call: TaskCall, unit: UnitState) -> Iterator[Event]:
+        if self.state.abort is not None and parse_unit(key).role in ("step", "element"):
+            return
+        status = unit.status
+        if status is UnitStatus.SCHEDULED:
+            yield self._dispatch(key, call, unit, attempt=1)
+        elif status is UnitStatus.UNCERTAIN:
+            yield self._dispatch(key, call, unit, attempt=unit.attempt, redelivery=True)
+        elif status is UnitStatus.RETRY_WAIT and unit.timer_fired:
+            yield self._dispatch(key, call, unit, attempt=unit.attempt + 1)
+        elif status is UnitStatus.DISPATCHED and unit.token is None and unit.error is not None:
+            yield self._after_failed_attempt(key, call, unit, unit.error)
+        elif (
+            status is UnitStatus.DISPATCHED
+            and unit.token is not None
+            and unit.timed_out_token == unit.token
+        ):
+            limit = call.timeouts.attempt_ms or 0
+            yield StepAttemptFailed(
+                unit=key,
+                attempt=unit.attempt,
+                error=failure(
+                    ErrorCode.TIMEOUT, f"no result within the step timeout of {limit} ms", True
+                ),
+            )
+
+    def _dispatch(
+        self, key: str, call: TaskCall, unit: UnitState, attempt: int, redelivery: bool = False
+    ) -> StepDispatched:
+        timeouts = call.timeouts
+        heartbeat = timeouts.heartbeat_ms
+        return StepDispatched(
+            unit=key,
+            attempt=attempt,
+            token=f"{self.state.execution_id}:{key}:{len(unit.tokens) + 1}",
+            redelivery=redelivery,
+            timeout_at=self.now + timeouts.attempt_ms if timeouts.attempt_ms else None,
+            schedule_deadline_at=self.now + timeouts.schedule_ms if timeouts.schedule_ms else None,
+            heartbeat_timeout_ms=heartbeat,
+            heartbeat_check_at=self.now + heartbeat if heartbeat else None,
+        )
+
+    def _after_failed_attempt(
+        self, key: str, call: TaskCall, unit: UnitState, error: TaskFailure
+    ) -> Event:
+        policy = call.retry
+        if (
+            error.retryable
+            and error.code not in policy.non_retryable
+            and unit.attempt < policy.max_attempts
+        ):
+            return RetryScheduled(
+                unit=key,
+                next_attempt=unit.attempt + 1,
+                due_at=self.now + policy.delay_ms(unit.attempt),
+            )
+        return StepFailed(unit=key, error=error)
+
+    def _react_sleep(self, key: str, step: SleepStep, unit: UnitState) -> Iterator[Event]:
+        if unit.due_at is None:
+            yield TimerStarted(unit=key, due_at=self.now + step.duration_ms)
+        elif unit.timer_fired:
+            yield StepSucceeded(unit=key)
+
+    def _react_await(self, key: str, step: AwaitStep, unit: UnitState) -> Iterator[Event]:
+        for position, signal in enumerate(self.state.signals):
+            if (
+                signal.name == step.signal
+                and signal.taken_by is None
+                and position not in self.signals_taken
+            ):
+                self.signals_taken.add(position)
+                yield StepSucceeded(unit=key, output=signal.payload, signal=position)
+                return
+        if unit.timer_fired:
+            message = f"no signal {step.signal!r} within {step.timeout_ms} ms"
+            yield StepFailed(unit=key, error=failure(ErrorCode.TIMEOUT, message))
+        elif step.timeout_ms is not None and unit.due_at is None:
+            yield TimerStarted(unit=key, due_at=self.now + step.timeout_ms)
+
+    def _react_fan_out(self, key: str, step: CallStep, parent: UnitState) -> Iterator[Event]:
+        items = parent.items or ()
+        units = self.state.units
+        # One pass over the elements: a round looks at a large fan-out every time.
+        elements: list[UnitState] = []
+        failed: UnitState | None = None
+        succeeded = in_flight = 0
+        pending: list[int] = []
+        for index in range(len(items)):
+            element = units.get(f"{key}[{index}]", _PENDING_UNIT)
+            elements.append(element)
+            status = element.status
+            if status is UnitStatus.SUCCEEDED:
+                succeeded += 1
+            elif status is UnitStatus.PENDING:
+                pending.append(index)
+            elif status is UnitStatus.FAILED and failed is None:
+                failed = element
+            elif status in ACTIVE:
+                in_flight += 1
+        if failed is not None:
+            error = failed.error or failure(ErrorCode.TIMEOUT, "an element failed")
+            yield StepFailed(unit=key, error=error)
+            for index, element in enumerate(elements):
+                if element.status in ACTIVE:
+                    yield StepCancelled(unit=element_key(key, index))
+            return
+        if succeeded == len(items):
+            yield StepSucceeded(unit=key, output=[element.output for element in elements])
+            return
+        room = (step.concurrency or len(items)) - in_flight
+        for index in pending[: max(room, 0)]:
+            yield from self._schedule_call(
+                element_key(key, index), step.call, item=items[index], index=index
+            )

@@ -1,0 +1,199 @@
+"""The one exception root of Orbit, and the codes it carries.
+
+Every error Orbit raises derives from :class:`OrbitError`, and every code
+Orbit itself gives an error or a failed step is a member of :class:`ErrorCode`;
+the HTTP status that goes with it travels with the code, so a service never
+has to guess how to answer. Two kinds of code come from outside and are kept
+as they came: a task's own failure code (``CARD_DECLINED``, raised by a worker
+as a ``TaskError``) and ``HTTP_<status>`` for an http step answered with an
+error status. Driver errors (asyncpg, aio-pika) are translated into
+OrbitErrors once, where the store and the broker connection meet the drivers.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from urllib.parse import urlsplit, urlunsplit
+
+
+class ErrorCode(StrEnum):
+    """Stable, documented error codes, each with its HTTP status."""
+
+    # requests
+    INVALID_DEFINITION = "INVALID_DEFINITION"
+    INVALID_INPUT = "INVALID_INPUT"
+    UNKNOWN_SIGNAL = "UNKNOWN_SIGNAL"
+    SIGNAL_PAYLOAD_INVALID = "SIGNAL_PAYLOAD_INVALID"
+    EXECUTION_FINISHED = "EXECUTION_FINISHED"
+    UNKNOWN_QUERY = "UNKNOWN_QUERY"
+    QUERY_FAILED = "QUERY_FAILED"
+    INVALID_REQUEST = "INVALID_REQUEST"
+    INVALID_IR = "INVALID_IR"
+    INVALID_EXECUTION_ID = "INVALID_EXECUTION_ID"
+    CHILD_NOT_REGISTERED = "CHILD_NOT_REGISTERED"
+    RESERVED_TASK = "RESERVED_TASK"
+    NOT_FOUND = "NOT_FOUND"
+    WORKFLOW_NOT_FOUND = "WORKFLOW_NOT_FOUND"
+    UNKNOWN_SESSION = "UNKNOWN_SESSION"
+    DEFINITION_CONFLICT = "DEFINITION_CONFLICT"
+    EXECUTION_EXISTS = "EXECUTION_EXISTS"
+    PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
+    RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
+    UNAVAILABLE = "UNAVAILABLE"
+    """Postgres or RabbitMQ cannot be reached; the request may be tried again."""
+    INTERNAL = "INTERNAL"
+    """A bug in Orbit: the request failed unexpectedly (the server logged why)."""
+    INVALID_SETTINGS = "INVALID_SETTINGS"
+    """An ``ORBIT_*`` setting cannot be used; the process does not start."""
+    CONFLICT = "CONFLICT"
+    """Another writer appended to an execution first: re-read and decide again."""
+    BAD_ANSWER = "BAD_ANSWER"
+    """The gateway answered with something that is not Orbit's API (a proxy's page)."""
+    # outcomes of steps and executions (carried in TaskFailure.code)
+    EXPRESSION_ERROR = "EXPRESSION_ERROR"
+    TIMEOUT = "TIMEOUT"
+    SCHEDULE_TIMEOUT = "SCHEDULE_TIMEOUT"
+    HEARTBEAT_TIMEOUT = "HEARTBEAT_TIMEOUT"
+    INPUT_CONTRACT_VIOLATION = "INPUT_CONTRACT_VIOLATION"
+    OUTPUT_CONTRACT_VIOLATION = "OUTPUT_CONTRACT_VIOLATION"
+    LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
+    INVALID_FAN_OUT = "INVALID_FAN_OUT"
+    TASK_FAILED = "TASK_FAILED"
+    """A task raised an exception other than a ``TaskError`` (retryable)."""
+    INVALID_OUTPUT = "INVALID_OUTPUT"
+    """A task's output is not JSON data, or cannot be stored (not retryable)."""
+    ADAPTER_DISABLED = "ADAPTER_DISABLED"
+    """An http step while the HTTP adapter is disabled (not retryable)."""
+    CHILD_FAILED = "CHILD_FAILED"
+    """A child workflow ended other than completed; its id and outcome are in the details."""
+    CHILD_ID_TAKEN = "CHILD_ID_TAKEN"
+    """The id a child would get belongs to an execution that is not this parent's child."""
+    CANCELLED = "CANCELLED"
+    """The engine stopped the attempt (the execution was cancelled, or it timed out)."""
+    # the http steps' own failures (docs/http-steps.md); an error status is HTTP_<status>
+    HTTP_INVALID_URL = "HTTP_INVALID_URL"
+    HTTP_DESTINATION_FORBIDDEN = "HTTP_DESTINATION_FORBIDDEN"
+    HTTP_TIMEOUT = "HTTP_TIMEOUT"
+    HTTP_CONNECTION_ERROR = "HTTP_CONNECTION_ERROR"
+    HTTP_TLS_ERROR = "HTTP_TLS_ERROR"
+    HTTP_RESPONSE_TOO_LARGE = "HTTP_RESPONSE_TOO_LARGE"
+    HTTP_TOO_MANY_REDIRECTS = "HTTP_TOO_MANY_REDIRECTS"
+
+    @property
+    def http_status(self) -> int:
+        """The HTTP status an API answers with for this code."""
+        return _HTTP_STATUS[self]
+
+
+_HTTP_STATUS: dict[ErrorCode, int] = {
+    ErrorCode.INVALID_DEFINITION: 400,
+    ErrorCode.INVALID_INPUT: 400,
+    ErrorCode.UNKNOWN_SIGNAL: 404,
+    ErrorCode.SIGNAL_PAYLOAD_INVALID: 422,
+    ErrorCode.EXECUTION_FINISHED: 409,
+    ErrorCode.UNKNOWN_QUERY: 404,
+    ErrorCode.QUERY_FAILED: 422,
+    ErrorCode.INVALID_REQUEST: 400,
+    ErrorCode.INVALID_IR: 400,
+    ErrorCode.INVALID_EXECUTION_ID: 400,
+    ErrorCode.CHILD_NOT_REGISTERED: 400,
+    ErrorCode.RESERVED_TASK: 400,
+    ErrorCode.NOT_FOUND: 404,
+    ErrorCode.WORKFLOW_NOT_FOUND: 404,
+    ErrorCode.UNKNOWN_SESSION: 404,
+    ErrorCode.DEFINITION_CONFLICT: 409,
+    ErrorCode.EXECUTION_EXISTS: 409,
+    ErrorCode.PAYLOAD_TOO_LARGE: 413,
+    ErrorCode.RESOURCE_EXHAUSTED: 429,
+    ErrorCode.UNAVAILABLE: 503,
+    ErrorCode.INTERNAL: 500,
+    ErrorCode.EXPRESSION_ERROR: 422,
+    ErrorCode.TIMEOUT: 504,
+    ErrorCode.SCHEDULE_TIMEOUT: 504,
+    ErrorCode.HEARTBEAT_TIMEOUT: 504,
+    ErrorCode.INPUT_CONTRACT_VIOLATION: 422,
+    ErrorCode.OUTPUT_CONTRACT_VIOLATION: 422,
+    ErrorCode.LIMIT_EXCEEDED: 422,
+    ErrorCode.INVALID_FAN_OUT: 422,
+    ErrorCode.INVALID_SETTINGS: 500,
+    ErrorCode.CONFLICT: 409,
+    ErrorCode.BAD_ANSWER: 502,
+    ErrorCode.TASK_FAILED: 422,
+    ErrorCode.INVALID_OUTPUT: 422,
+    ErrorCode.ADAPTER_DISABLED: 503,
+    ErrorCode.CHILD_FAILED: 422,
+    ErrorCode.CHILD_ID_TAKEN: 409,
+    ErrorCode.CANCELLED: 409,
+    ErrorCode.HTTP_INVALID_URL: 400,
+    ErrorCode.HTTP_DESTINATION_FORBIDDEN: 403,
+    ErrorCode.HTTP_TIMEOUT: 504,
+    ErrorCode.HTTP_CONNECTION_ERROR: 502,
+    ErrorCode.HTTP_TLS_ERROR: 502,
+    ErrorCode.HTTP_RESPONSE_TOO_LARGE: 502,
+    ErrorCode.HTTP_TOO_MANY_REDIRECTS: 502,
+}
+
+
+class OrbitError(Exception):
+    """Base of every error Orbit raises on purpose.
+
+    Args:
+        code: The stable error code: a member of :class:`ErrorCode`, except for
+            the subclasses that carry a code from outside (a ``TaskError``'s own,
+            the gateway's answer to a client).
+        message: A sentence for a person; never a stack trace.
+
+    Attributes:
+        code: As given (an :class:`ErrorCode` is a ``str``, so it compares
+            equal to its name).
+        message: As given.
+    """
+
+    def __init__(self, code: ErrorCode | str, message: str) -> None:
+        super().__init__(f"{code}: {message}")
+        self.code: ErrorCode | str = code
+        self.message = message
+
+    @property
+    def http_status(self) -> int:
+        """The HTTP status that goes with :attr:`code` (500 for a code from outside)."""
+        known = _HTTP_STATUS_BY_NAME.get(str(self.code))
+        return 500 if known is None else known
+
+
+class DefinitionProblem(OrbitError, ValueError):
+    """A part of a definition the compiler cannot read (``INVALID_DEFINITION``).
+
+    A ``ValueError`` as well, so pydantic turns one raised in a validator into
+    a validation error; its text is the message alone, which the compiler
+    places at its line (``orbit_model.problems``).
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.INVALID_DEFINITION, message)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+_HTTP_STATUS_BY_NAME = {code.value: status for code, status in _HTTP_STATUS.items()}
+
+
+def redact(url: str) -> str:
+    """``url`` without its password, fit for a log line or an error message."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def unreachable(service: str, url: str, error: BaseException) -> OrbitError:
+    """``UNAVAILABLE``: ``service`` (Postgres, RabbitMQ) at ``url`` cannot be reached.
+
+    The drivers' own errors are translated into this once, where a connection
+    is opened (the store, the broker connection), never further in.
+    """
+    return OrbitError(
+        ErrorCode.UNAVAILABLE, f"cannot connect to {service} at {redact(url)}: {error}"
+    )

@@ -1,0 +1,27 @@
+"""What names, versions and references may look like."""
+
+from __future__ import annotations
+
+import re
+
+WORKFLOW_NAME = re.compile(r"[a-z0-9][a-z0-9_.-]{0,99}")
+SEMVER = re.compile(
+    r"(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(-[0-9A-Za-z.-]+)?(\+[0-9A-Za-z.-]+)?"
+)
+TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,99}")
+CONTRACT_VERSION = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.+-]{0,49}")
+#: Step ids, signal names and query names.
+IDENTIFIER = re.compile(r"[A-Za-z][A-Za-z0-9_-]{0,99}")
+#: Names CEL can read after a dot (``steps.charge``); others need ``steps["a-b"]``.
+CEL_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+RESERVED_TASK_PREFIX = "orbit."
+#: The ``runtime`` Orbit's own workers (the HTTP adapter) register with; only they
+#: may serve built-in tasks.
+BUILTIN_RUNTIME = "orbit"
+HTTP_METHODS = ("GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS")
+
+WORKFLOW_NAME_RULE = (
+    "lowercase letters, digits, - _ . (at most 100, starting with a letter or digit)"
+)
+IDENTIFIER_RULE = "a letter, then letters, digits, - or _ (at most 100)"
+TASK_NAME_RULE = "letters, digits, - _ . (at most 100, starting with a letter or digit)"

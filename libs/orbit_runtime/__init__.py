@@ -1,1 +1,0 @@
-"""What Orbit's services share: settings, the event store, the broker, lifecycles."""

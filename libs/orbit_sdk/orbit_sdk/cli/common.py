@@ -1,0 +1,113 @@
+"""What every ``orbit`` command shares: the ``--url`` and ``--json`` options, running a
+coroutine, and turning each failure into ``CODE: message`` and an exit code.
+
+Exit codes: 0 ok, 1 the operation failed (``CODE: message`` on stderr), 2 a
+usage error (a bad option, a bad setting), 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Awaitable, Callable, Coroutine
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
+from urllib.parse import urlsplit
+
+import typer
+
+if TYPE_CHECKING:
+    from orbit_sdk.client import OrbitClient
+    from orbit_sdk.settings import ClientSettings
+
+T = TypeVar("T")
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+Url = Annotated[
+    str,
+    typer.Option("--url", envvar="ORBIT_URL", show_envvar=True, help="The gateway's base URL."),
+]
+AsJson = Annotated[bool, typer.Option("--json", help="Print the API's JSON answer.")]
+ExecutionId = Annotated[str, typer.Argument(help="The execution id.", show_default=False)]
+
+
+def fail(code: str, message: str) -> NoReturn:
+    """Print ``CODE: message`` on stderr and exit 1."""
+    sys.stderr.write(f"{code}: {message}\n")
+    raise typer.Exit(1)
+
+
+def run(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run ``coroutine``; an :class:`~orbit_model.errors.OrbitError` is printed as
+    ``CODE: message`` (exit 1), a settings error exits 2, Ctrl-C exits 130.
+
+    A traceback is never what a user of the command line should see, so every
+    way an operation can fail on purpose ends here as one line on stderr.
+    """
+    from orbit_model.errors import OrbitError  # noqa: PLC0415
+    from orbit_sdk.lifecycle import run as run_loop  # noqa: PLC0415
+    from orbit_sdk.settings import SettingsError  # noqa: PLC0415
+
+    try:
+        return run_loop(coroutine)
+    except SettingsError as error:
+        sys.stderr.write(f"{error.message}\n")
+        raise typer.Exit(2) from None
+    except OrbitError as error:
+        fail(error.code, error.message)
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+def client_settings() -> ClientSettings:
+    """The worker's and client's settings; a bad one is printed and exits 2."""
+    from orbit_sdk.settings import SettingsError, load_client_settings  # noqa: PLC0415
+
+    try:
+        return load_client_settings()
+    except SettingsError as error:
+        sys.stderr.write(f"{error.message}\n")
+        raise typer.Exit(2) from None
+
+
+def call(url: str, work: Callable[[OrbitClient], Awaitable[T]]) -> T:
+    """Run ``work`` with a client of ``url``; print any failure as ``CODE: message``, exit 1."""
+    import httpx  # noqa: PLC0415
+
+    from orbit_model.errors import ErrorCode  # noqa: PLC0415
+    from orbit_sdk.client import OrbitClient  # noqa: PLC0415
+
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.netloc:
+        raise typer.BadParameter(f"{url!r} is not an http:// or https:// URL", param_hint="--url")
+
+    async def with_client() -> T:
+        async with OrbitClient(url) as client:
+            return await work(client)
+
+    try:
+        return run(with_client())
+    except json.JSONDecodeError:
+        fail(ErrorCode.BAD_ANSWER, f"the gateway at {url} answered with something that is not JSON")
+    except TimeoutError as error:
+        fail(ErrorCode.TIMEOUT, str(error) or "the operation timed out")
+    except httpx.HTTPError as error:  # not a transport error (those are UNAVAILABLE already)
+        fail(ErrorCode.UNAVAILABLE, f"request to {url} failed: {error!r}")
+
+
+def parse_json(text: str, option: str) -> Any:
+    """``text`` as JSON, or the JSON in file ``PATH`` for ``@PATH``; bad JSON is a usage error."""
+    source = "the value"
+    if text.startswith("@"):
+        path = Path(text[1:])
+        source = str(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            reason = getattr(error, "strerror", None) or str(error)
+            raise typer.BadParameter(f"cannot read {path}: {reason}", param_hint=option) from None
+    try:
+        return json.loads(text)
+    except ValueError as error:
+        message = f"{source} is not valid JSON: {error}"
+        raise typer.BadParameter(message, param_hint=option) from None

@@ -1,0 +1,205 @@
+"""The ``orbit`` commands that talk to a gateway: deploy, start, get, history, list, signal,
+cancel, query and workers (SPEC §3).
+
+Each command makes its requests with :class:`OrbitClient` against ``--url``
+(or ``ORBIT_URL``), prints the answer for people (rich tables) or, with
+``--json``, the API's JSON answer as it came. Exit codes: 0 ok, 1 the
+operation failed (printed as ``CODE: message`` on stderr), 2 a usage error.
+``cli.py`` registers them on its app with :func:`register`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+
+from orbit_sdk.cli import render
+from orbit_sdk.cli.common import DEFAULT_URL, AsJson, ExecutionId, Url, call, parse_json
+from orbit_sdk.cli.deploy import deploy
+from orbit_sdk.cli.follow import follow
+from orbit_sdk.client import OrbitClient
+
+
+class Status(StrEnum):
+    """The statuses an execution can have, for ``list --status``."""
+
+    running = "running"
+    completed = "completed"
+    failed = "failed"
+    cancelled = "cancelled"
+    timed_out = "timed_out"
+
+
+def register(app: typer.Typer) -> None:
+    """Add the client commands to ``app`` (the ``orbit`` app of ``cli.py``)."""
+    app.command()(deploy)
+    app.command()(start)
+    app.command()(get)
+    app.command()(history)
+    app.command("list")(list_executions)
+    app.command()(signal)
+    app.command()(cancel)
+    app.command()(query)
+    app.command()(workers)
+
+
+# -- executions --------------------------------------------------------------------
+
+
+def start(
+    workflow: Annotated[str, typer.Argument(help="The workflow's name.", show_default=False)],
+    *,
+    version: Annotated[
+        str | None, typer.Option("--version", help="Default: the highest registered.")
+    ] = None,
+    input_text: Annotated[
+        str | None, typer.Option("--input", help="The input: JSON text, or @FILE of JSON.")
+    ] = None,
+    execution_id: Annotated[
+        str | None, typer.Option("--id", help="The execution id (starting it again is a no-op).")
+    ] = None,
+    wait: Annotated[
+        bool, typer.Option("--wait", help="Show each step as it moves until the execution ends.")
+    ] = False,
+    timeout: Annotated[
+        float | None,
+        typer.Option("--timeout", min=0, help="With --wait: give up after SECONDS (exit 1)."),
+    ] = None,
+    url: Url = DEFAULT_URL,
+    as_json: AsJson = False,
+) -> None:
+    """Start an execution; with --wait, follow it and exit 0 only if it completed."""
+    payload = None if input_text is None else parse_json(input_text, "--input")
+
+    async def run(client: OrbitClient) -> tuple[dict[str, Any], dict[str, Any] | None]:
+        started = await client.start(workflow, payload, version, execution_id)
+        if not wait:
+            return started, None
+        if not as_json:
+            render.console().print(_started_line(started), markup=False)
+        err = render.console(stderr=True)
+        return started, await follow(client, str(started["execution_id"]), err, timeout)
+
+    started, ended = call(url, run)
+    if ended is None:
+        if as_json:
+            render.print_json(started)
+        else:
+            render.console().print(_started_line(started), markup=False)
+        return
+    if as_json:
+        render.print_json(ended)
+    else:
+        render.show_execution(render.console(), ended)
+    raise typer.Exit(0 if ended.get("status") == "completed" else 1)
+
+
+def _started_line(started: dict[str, Any]) -> str:
+    word = "started" if started.get("created") else "already started"
+    return f"{word} {started.get('execution_id')}"
+
+
+def get(execution_id: ExecutionId, url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
+    """Show an execution: status, input, output or error, and what each step waits for."""
+
+    execution = call(url, lambda client: client.get(execution_id))
+    if as_json:
+        render.print_json(execution)
+    else:
+        render.show_execution(render.console(), execution)
+
+
+def history(execution_id: ExecutionId, url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
+    """Show an execution's events, oldest first."""
+    events = call(url, lambda client: client.history(execution_id))
+    if as_json:
+        render.print_json(events)
+    else:
+        render.console().print(render.history_table(events))
+
+
+def list_executions(
+    *,
+    status: Annotated[Status | None, typer.Option("--status", help="Only this status.")] = None,
+    workflow: Annotated[str | None, typer.Option("--workflow", help="Only this workflow.")] = None,
+    limit: Annotated[int, typer.Option("--limit", min=1, max=1000, help="Page size.")] = 50,
+    cursor: Annotated[
+        str | None, typer.Option("--cursor", help="The next page, from a previous list.")
+    ] = None,
+    url: Url = DEFAULT_URL,
+    as_json: AsJson = False,
+) -> None:
+    """List executions, newest first."""
+    wanted = None if status is None else status.value
+    page = call(url, lambda client: client.list(wanted, workflow, limit, cursor))
+    if as_json:
+        render.print_json(page)
+        return
+    out = render.console()
+    items = page.get("items") or []
+    if items:
+        out.print(render.executions_table(items))
+    else:
+        out.print("no executions", markup=False)
+    if page.get("next_cursor"):
+        out.print(f"more: --cursor {page['next_cursor']}", markup=False)
+
+
+def signal(
+    execution_id: ExecutionId,
+    name: Annotated[str, typer.Argument(help="The signal's name.", show_default=False)],
+    payload_text: Annotated[
+        str | None,
+        typer.Argument(metavar="[JSON]", help="The payload: JSON text, or @FILE of JSON."),
+    ] = None,
+    url: Url = DEFAULT_URL,
+    as_json: AsJson = False,
+) -> None:
+    """Send a signal to an execution."""
+    payload = None if payload_text is None else parse_json(payload_text, "JSON")
+    seq = call(url, lambda client: client.signal(execution_id, name, payload))
+    if as_json:
+        render.print_json({"seq": seq})
+    else:
+        render.console().print(f"signal {name} sent to {execution_id} (seq {seq})", markup=False)
+
+
+def cancel(
+    execution_id: ExecutionId,
+    reason: Annotated[str, typer.Option("--reason", help="Recorded with the cancellation.")] = "",
+    url: Url = DEFAULT_URL,
+    as_json: AsJson = False,
+) -> None:
+    """Cancel a running execution; its compensations and cleanup steps then run."""
+    execution = call(url, lambda client: client.cancel(execution_id, reason))
+    if as_json:
+        render.print_json(execution)
+    else:
+        render.console().print(
+            f"cancel requested for {execution_id} (status {execution.get('status')})",
+            markup=False,
+        )
+
+
+def query(
+    execution_id: ExecutionId,
+    name: Annotated[str, typer.Argument(help="The query's name.", show_default=False)],
+    url: Url = DEFAULT_URL,
+    as_json: AsJson = False,
+) -> None:
+    """Print the value of a query of an execution, as JSON."""
+    value = call(url, lambda client: client.query(execution_id, name))
+    render.print_json({"value": value} if as_json else value)
+
+
+def workers(url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
+    """List the workers seen in the last hour and the tasks they serve."""
+    found = call(url, lambda client: client.workers())
+    if as_json:
+        render.print_json(found)
+    elif found:
+        render.console().print(render.workers_table(found))
+    else:
+        render.console().print("no workers", markup=False)

@@ -1,0 +1,77 @@
+"""Reading what the steps of an execution wait for, and following one until it ends.
+
+Used by ``orbit get`` (once) and ``orbit start --wait`` (until the end).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from rich.console import Console
+
+from orbit_sdk.cli.render import status_text, step_line
+from orbit_sdk.cli.steps import waiting_for
+from orbit_sdk.client import TERMINAL, OrbitClient
+
+POLL_SECONDS = 0.25
+"""How often ``--wait`` looks at the execution: step changes do not end a ``?wait=`` early."""
+
+
+def _signature(view: Mapping[str, Any]) -> str:
+    """What must change for ``--wait`` to print a step again."""
+    compensation = view.get("compensation") or {}
+    return json.dumps(
+        [
+            view.get("status"),
+            view.get("attempt"),
+            view.get("elements"),
+            view.get("waiting_for"),
+            compensation.get("status"),
+            compensation.get("attempt"),
+        ]
+    )
+
+
+async def follow(
+    client: OrbitClient, execution_id: str, say: Console, timeout: float | None = None
+) -> dict[str, Any]:
+    """Print each step whose status changes, until the execution ends; the last view.
+
+    Steps still pending when first seen are not printed: they have not moved yet.
+
+    Raises:
+        TimeoutError: It is still running after ``timeout`` seconds.
+        OrbitClientError: A request failed.
+    """
+    loop = asyncio.get_running_loop()
+    deadline = None if timeout is None else loop.time() + timeout
+    seen: dict[str, str] = {}
+    while True:
+        execution = await client.get(execution_id)
+        steps: dict[str, Any] = execution.get("steps") or {}
+        changed = {
+            step_id: view
+            for step_id, view in steps.items()
+            if seen.get(step_id) != _signature(view)
+            and (step_id in seen or view.get("status") != "pending")
+        }
+        if changed:
+            for step_id, view in changed.items():
+                seen[step_id] = _signature(view)
+                wait = waiting_for(view)
+                say.print(step_line(step_id, view, wait))
+                if view.get("compensation"):
+                    say.print(step_line(f"{step_id} ↳ compensate", view["compensation"], ""))
+        if execution.get("status") in TERMINAL:
+            line = status_text(str(execution.get("status")))
+            line.stylize("bold")
+            say.print(f"{execution_id} ", line, sep="", end="\n", markup=False)
+            return execution
+        if deadline is not None and loop.time() >= deadline:
+            raise TimeoutError(
+                f"execution {execution_id} is still {execution.get('status')} after {timeout:g}s"
+            )
+        await asyncio.sleep(POLL_SECONDS)

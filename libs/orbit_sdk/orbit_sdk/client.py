@@ -1,0 +1,322 @@
+"""The HTTP client of Orbit's gateway.
+
+::
+
+    async with OrbitClient("http://127.0.0.1:8080") as orbit:
+        await orbit.deploy("examples/")
+        started = await orbit.start("hello-world", {"name": "ada"})
+        done = await orbit.wait(started["execution_id"], timeout=30)
+
+Inputs and payloads are JSON data; answers are the API's JSON (SPEC §2) as
+plain data. Every error the gateway answers with, and a gateway that cannot
+be reached, raises :class:`OrbitClientError` with the API's error code.
+"""
+
+from __future__ import annotations
+
+import builtins
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+from urllib.parse import quote
+
+import httpx
+
+from orbit_model import compile_definition
+from orbit_model.compiler import Definition
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.ir import CallStep
+
+TERMINAL = frozenset({"completed", "failed", "cancelled", "timed_out"})
+WAIT_CHUNK_SECONDS = 30.0
+"""The longest single ``?wait=`` request :meth:`OrbitClient.wait` makes."""
+_YAML_SUFFIXES = (".yaml", ".yml")
+
+
+class OrbitClientError(OrbitError):
+    """An error answer of the gateway, or no answer at all.
+
+    Attributes:
+        code: The API's error code (``WORKFLOW_NOT_FOUND``, ...), as the gateway
+            sent it; ``UNAVAILABLE`` when the gateway cannot be reached,
+            ``HTTP_<status>`` for an answer without an Orbit error body.
+        message: For people.
+        status: The HTTP status; 0 when there was no answer.
+    """
+
+    def __init__(self, code: str, message: str, status: int) -> None:
+        super().__init__(code, message)
+        self.status = status
+
+
+def _error_of(response: httpx.Response) -> OrbitClientError:
+    try:
+        error = response.json()["error"]
+        return OrbitClientError(str(error["code"]), str(error["message"]), response.status_code)
+    except (ValueError, KeyError, TypeError):
+        text = response.text.strip()[:200] or response.reason_phrase
+        return OrbitClientError(f"HTTP_{response.status_code}", text, response.status_code)
+
+
+def _segment(value: str) -> str:
+    return quote(value, safe="")
+
+
+class OrbitClient:
+    """Calls the gateway's ``/v1`` API; use it as an async context manager (or :meth:`close`).
+
+    Args:
+        url: The gateway's base URL.
+        timeout: Seconds a request may take (a ``wait`` adds its own wait to it).
+        transport: An httpx transport, for tests or custom networking.
+    """
+
+    def __init__(
+        self,
+        url: str = "http://127.0.0.1:8080",
+        timeout: float = 10.0,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.url = url.rstrip("/")
+        self.timeout = timeout
+        self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout, transport=transport)
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> OrbitClient:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        await self.close()
+
+    async def _request(
+        self, method: str, path: str, *, timeout: float | None = None, **kwargs: Any
+    ) -> Any:
+        try:
+            response = await self._http.request(
+                method, path, timeout=timeout or self.timeout, **kwargs
+            )
+        except httpx.TransportError as error:
+            raise OrbitClientError(
+                ErrorCode.UNAVAILABLE, f"cannot reach the gateway at {self.url}: {error!r}", 0
+            ) from error
+        if response.is_error:
+            raise _error_of(response)
+        return response.json() if response.content else None
+
+    # -- definitions ------------------------------------------------------------
+
+    async def deploy(self, *sources: str | Path) -> list[dict[str, Any]]:
+        """Register workflow definitions: files, directories of ``*.yaml``, or YAML texts.
+
+        Each is compiled here first, so a broken file is reported with its
+        line before anything is sent; child workflows are registered before
+        the workflows that start them.
+
+        Returns:
+            The gateway's answer for each, in the order sent:
+            ``{name, version, hash, created}``.
+
+        Raises:
+            orbit_model.DefinitionError: A file does not compile.
+            OrbitClientError: The gateway refused one (those before it stay registered).
+            ValueError: The definitions start each other in a cycle.
+        """
+        compiled = [(text, compile_definition(text, name)) for name, text in _read(sources)]
+        results = []
+        for text, _ in _children_first(compiled):
+            results.append(
+                await self._request(
+                    "POST",
+                    "/v1/definitions",
+                    content=text.encode(),
+                    headers={"content-type": "application/yaml"},
+                )
+            )
+        return results
+
+    async def definitions(self) -> list[dict[str, Any]]:
+        """Every registered definition: ``[{name, version, hash, registered_at}]``."""
+        result: list[dict[str, Any]] = await self._request("GET", "/v1/definitions")
+        return result
+
+    async def definition(self, name: str, version: str) -> dict[str, Any]:
+        """The compiled IR of one definition."""
+        result: dict[str, Any] = await self._request(
+            "GET", f"/v1/definitions/{_segment(name)}/{_segment(version)}"
+        )
+        return result
+
+    # -- executions -------------------------------------------------------------
+
+    async def start(
+        self,
+        workflow: str,
+        input: Any = None,
+        version: str | None = None,
+        execution_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Start an execution: ``{execution_id, created}`` (``created: false`` for a known id).
+
+        ``version`` None starts the highest registered version.
+        """
+        body: dict[str, Any] = {"workflow": workflow, "input": input}
+        if version is not None:
+            body["version"] = version
+        if execution_id is not None:
+            body["execution_id"] = execution_id
+        result: dict[str, Any] = await self._request("POST", "/v1/executions", json=body)
+        return result
+
+    async def get(self, execution_id: str) -> dict[str, Any]:
+        """The execution: status, input, output, error and every step."""
+        result: dict[str, Any] = await self._request(
+            "GET", f"/v1/executions/{_segment(execution_id)}"
+        )
+        return result
+
+    async def wait(self, execution_id: str, timeout: float = 60.0) -> dict[str, Any]:
+        """The execution once it has ended (completed, failed, cancelled or timed out).
+
+        Raises:
+            TimeoutError: It is still running after ``timeout`` seconds.
+        """
+        deadline = time.monotonic() + timeout
+        path = f"/v1/executions/{_segment(execution_id)}"
+        while True:
+            left = deadline - time.monotonic()
+            chunk = max(0.0, min(left, WAIT_CHUNK_SECONDS))
+            execution: dict[str, Any] = await self._request(
+                "GET", path, params={"wait": f"{chunk:.3f}"}, timeout=self.timeout + chunk
+            )
+            if execution.get("status") in TERMINAL:
+                return execution
+            if time.monotonic() >= deadline:
+                raise TimeoutError(
+                    f"execution {execution_id} is still {execution.get('status')} after"
+                    f" {timeout:g}s"
+                )
+
+    async def signal(self, execution_id: str, name: str, payload: Any = None) -> int:
+        """Send a signal; the sequence number it was recorded at."""
+        result = await self._request(
+            "POST",
+            f"/v1/executions/{_segment(execution_id)}/signals/{_segment(name)}",
+            json=payload,
+        )
+        return int(result["seq"])
+
+    async def cancel(self, execution_id: str, reason: str = "") -> dict[str, Any]:
+        """Cancel an execution (its compensation and cleanup run); the execution."""
+        result: dict[str, Any] = await self._request(
+            "POST", f"/v1/executions/{_segment(execution_id)}/cancel", json={"reason": reason}
+        )
+        return result
+
+    async def query(self, execution_id: str, name: str) -> Any:
+        """The value of a query of the execution."""
+        result = await self._request(
+            "GET", f"/v1/executions/{_segment(execution_id)}/queries/{_segment(name)}"
+        )
+        return result["value"]
+
+    async def history(self, execution_id: str) -> list[dict[str, Any]]:
+        """The execution's events: ``[{seq, recorded_at, type, data}]``."""
+        result: list[dict[str, Any]] = await self._request(
+            "GET", f"/v1/executions/{_segment(execution_id)}/history"
+        )
+        return result
+
+    async def list(
+        self,
+        status: str | None = None,
+        workflow: str | None = None,
+        limit: int | None = None,
+        cursor: str | None = None,
+    ) -> dict[str, Any]:
+        """A page of executions, newest first: ``{items, next_cursor}``.
+
+        Pass ``next_cursor`` back as ``cursor`` for the next page; it is None
+        on the last.
+        """
+        params = {
+            key: value
+            for key, value in (
+                ("status", status),
+                ("workflow", workflow),
+                ("limit", limit),
+                ("cursor", cursor),
+            )
+            if value is not None
+        }
+        result: dict[str, Any] = await self._request("GET", "/v1/executions", params=params)
+        return result
+
+    async def workers(self) -> builtins.list[dict[str, Any]]:
+        """The workers seen in the last hour, with their contracts and sessions."""
+        result: builtins.list[dict[str, Any]] = await self._request("GET", "/v1/workers")
+        return result
+
+
+# -- deploying ------------------------------------------------------------------
+
+
+def _read(sources: Iterable[str | Path]) -> list[tuple[str, str]]:
+    """``(name for messages, YAML text)`` of every source, directories expanded."""
+    found: list[tuple[str, str]] = []
+    for number, source in enumerate(sources, start=1):
+        if isinstance(source, str) and "\n" in source:
+            found.append((f"<text {number}>", source))
+            continue
+        path = Path(source)
+        if path.is_dir():
+            files = sorted(p for p in path.iterdir() if p.suffix in _YAML_SUFFIXES)
+            found.extend((str(file), file.read_text(encoding="utf-8")) for file in files)
+        else:
+            found.append((str(path), path.read_text(encoding="utf-8")))
+    return found
+
+
+def _children(definition: Definition) -> set[str]:
+    ir = definition.ir
+    return {
+        f"{step.child.name}@{step.child.version}"
+        for step in (*ir.steps, *ir.finally_steps)
+        if isinstance(step, CallStep) and step.child is not None
+    }
+
+
+def _children_first(compiled: list[tuple[str, Definition]]) -> list[tuple[str, Definition]]:
+    """The definitions ordered so each comes after the children it starts (given order kept)."""
+    by_ref = {definition.ref: (text, definition) for text, definition in compiled}
+    ordered: list[tuple[str, Definition]] = []
+    done: set[str] = set()
+    visiting: list[str] = []
+
+    def visit(ref: str) -> None:
+        if ref in done:
+            return
+        if ref in visiting:
+            cycle = " -> ".join([*visiting[visiting.index(ref) :], ref])
+            raise ValueError(f"workflows start each other in a cycle: {cycle}")
+        visiting.append(ref)
+        text, definition = by_ref[ref]
+        for child in sorted(_children(definition)):
+            if child in by_ref:  # others must be registered already
+                visit(child)
+        visiting.pop()
+        done.add(ref)
+        ordered.append((text, definition))
+
+    for _, definition in compiled:
+        visit(definition.ref)
+    return ordered

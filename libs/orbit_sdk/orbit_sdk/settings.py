@@ -1,0 +1,75 @@
+"""The settings a worker or client reads: ``ORBIT_*`` environment variables.
+
+Every Orbit process reads the same names (SPEC §5); the server's settings
+(``orbit_services.runtime.settings``) add their own to these. A bad value
+stops the process at start with a message that names the variable, never a
+traceback.
+"""
+
+from __future__ import annotations
+
+from typing import TypeVar
+
+from pydantic import Field, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from orbit_model.errors import ErrorCode, OrbitError
+
+S = TypeVar("S", bound="ClientSettings")
+
+
+class SettingsError(OrbitError):
+    """The environment holds a setting Orbit cannot use (``INVALID_SETTINGS``)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(ErrorCode.INVALID_SETTINGS, message)
+
+
+class ClientSettings(BaseSettings):
+    """What workers and clients need: where the broker is, and the installation's names."""
+
+    model_config = SettingsConfigDict(env_prefix="ORBIT_", extra="ignore", frozen=True)
+
+    amqp_url: str = "amqp://guest:guest@127.0.0.1:5672/"
+    namespace: str = Field("orbit", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+    """Prefix of every exchange and queue, so installations can share a broker."""
+    decider_partitions: int = Field(4, ge=1, le=256)
+    """Partition queues of the decider; fixed for the life of an installation."""
+    session_timeout_ms: int = Field(30_000, ge=100)
+    heartbeat_interval_ms: int = Field(5_000, ge=10)
+    otlp_endpoint: str | None = None
+    log_level: str = Field("INFO", pattern=r"^(?i:debug|info|warning|error|critical)$")
+    log_format: str = Field("text", pattern=r"^(text|json)$")
+
+    @field_validator("amqp_url")
+    @classmethod
+    def _amqp_url(cls, value: str) -> str:
+        if not value.startswith(("amqp://", "amqps://")):
+            raise ValueError("must be an amqp:// or amqps:// URL")
+        return value
+
+
+def load(cls: type[S], **overrides: object) -> S:
+    """Settings of class ``cls`` from the environment (and ``overrides``), or a readable error.
+
+    Raises:
+        SettingsError: Naming each bad variable and what is wrong with it.
+    """
+    try:
+        return cls(**overrides)  # type: ignore[arg-type]
+    except ValidationError as error:
+        lines = []
+        for item in error.errors():
+            name = "ORBIT_" + "_".join(str(part) for part in item["loc"]).upper()
+            message = str(item["msg"]).removeprefix("Value error, ")
+            lines.append(f"{name}: {message}")
+        raise SettingsError("invalid settings:\n  " + "\n  ".join(lines)) from None
+
+
+def load_client_settings(**overrides: object) -> ClientSettings:
+    """The worker's and client's settings from the environment (and ``overrides``).
+
+    Raises:
+        SettingsError: Naming each bad variable and what is wrong with it.
+    """
+    return load(ClientSettings, **overrides)

@@ -1,0 +1,106 @@
+"""``orbit dev``: every service in one process, and ``--demo``: the examples, running.
+
+The demo deploys ``examples/`` (children first), starts the example worker in
+the same process, runs one order-fulfilment execution, approves it when it
+waits for approval, and prints each step as it moves, then keeps serving
+until Ctrl-C so the reader can go on with the ``orbit`` commands.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from orbit_sdk.client import TERMINAL, OrbitClient
+from orbit_sdk.lifecycle import Service, run_until_stopped
+from orbit_sdk.worker import Worker
+from orbit_services.runner import START_ORDER, build
+from orbit_services.runtime.settings import Settings
+from orbit_services.runtime.store.migrate import migrate
+
+Say = Callable[[str], None]
+
+DEMO_INPUT: dict[str, Any] = {
+    "order_id": "demo-1",
+    "items": [{"sku": "tea"}, {"sku": "cups"}],
+    "callback_url": "https://shop.example/hooks/orders",
+}
+
+
+def load_module(path: Path) -> ModuleType:
+    """Import a Python file by path (the examples' workers are not an installed package)."""
+    spec = importlib.util.spec_from_file_location(f"orbit_demo_{path.stem}", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+async def run_dev(settings: Settings, say: Say, demo_dir: Path | None = None) -> None:
+    """Migrate, run every service until SIGTERM/Ctrl-C; with ``demo_dir``, run the demo too."""
+    applied = await migrate(settings.database_url, progress=say)
+    say(f"database ready ({len(applied)} migrations applied now)")
+    # The HTTP adapter only when it is enabled: otherwise http steps fail at once anyway.
+    names = [n for n in START_ORDER if n != "http-adapter" or settings.http_adapter_enabled]
+    services: list[Service] = build(names, settings)
+    if demo_dir is not None:
+        workers = load_module(demo_dir / "workers.py")
+        services.append(Worker(workers.TASKS, worker_id="demo", settings=settings))
+    url = f"http://{settings.http_host}:{settings.http_port}"
+
+    async def when_started() -> None:
+        say(f"Orbit is running: gateway at {url}, namespace {settings.namespace!r}")
+        if demo_dir is not None:
+            await _demo(url, demo_dir, say)
+        say("serving until Ctrl-C")
+
+    await run_until_stopped(services, when_started=when_started)
+
+
+async def _demo(url: str, demo_dir: Path, say: Say) -> None:
+    async with OrbitClient(url) as client:
+        for deployed in await client.deploy(demo_dir):
+            state = "registered" if deployed["created"] else "already registered"
+            say(f"  {deployed['name']}@{deployed['version']} {state} ({deployed['hash'][:19]}…)")
+        started = await client.start("order-fulfilment", DEMO_INPUT)
+        execution_id = started["execution_id"]
+        say(f"started order-fulfilment as {execution_id}")
+        await _follow(client, execution_id, say)
+        say(f"try: orbit get {execution_id} · orbit history {execution_id} · orbit list")
+
+
+async def _follow(client: OrbitClient, execution_id: str, say: Say, timeout: float = 60) -> None:
+    """Print each step's status as it leaves pending and changes; approve when it waits."""
+    seen: dict[str, str] = {}
+    approved = False
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while loop.time() < deadline:
+        execution = await client.get(execution_id)
+        for step, view in execution["steps"].items():
+            if seen.get(step, "pending") != view["status"]:
+                seen[step] = view["status"]
+                say(f"  {step:<10} {view['status']}{_detail(view)}")
+        if not approved and seen.get("approval") == "scheduled":
+            await client.signal(execution_id, "approval", {"approved": True})
+            say("  (signal approval sent: approved)")
+            approved = True
+        if execution["status"] in TERMINAL:
+            say(f"{execution_id} {execution['status']}: output {execution['output']}")
+            return
+        await asyncio.sleep(0.2)
+    say(f"{execution_id} is still running after {timeout:g}s; orbit get {execution_id} shows why")
+
+
+def _detail(view: dict[str, Any]) -> str:
+    error = view.get("error")
+    if error:
+        return f" ({error['code']})"
+    return ""

@@ -1,0 +1,284 @@
+"""The dispatcher's rules: how worker control is answered.
+
+(Tasks do not pass through the dispatcher: the decider publishes each
+:class:`~orbit_model.messages.TaskAssignment` to its contract's queue itself,
+through its outbox.)
+
+Worker control is request and reply (:class:`ControlHandler`): a
+registration is checked, recorded and answered with the queues to consume; a
+heartbeat records what the worker holds and is answered with the tokens that
+should stop; an unregistration reports what the worker still held to the
+decider as lost, so it is dispatched again at once.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.ir import HTTP_CONTRACT_VERSION, HTTP_TASK, WORKFLOW_TASK_PREFIX
+from orbit_model.messages import (
+    ContractAnnouncement,
+    ControlError,
+    ControlReply,
+    ControlRequest,
+    DeliveryLost,
+    ErrorBody,
+    Heartbeat,
+    HeartbeatReply,
+    InflightTask,
+    RegisterWorker,
+    Registration,
+    Unregistered,
+    UnregisterWorker,
+)
+from orbit_model.names import (
+    BUILTIN_RUNTIME,
+    CONTRACT_VERSION,
+    RESERVED_TASK_PREFIX,
+    TASK_NAME,
+    TASK_NAME_RULE,
+)
+from orbit_model.state import ExecutionState, UnitStatus, evolve
+from orbit_model.topology import task_key
+from orbit_model.units import parse_unit
+from orbit_services.runtime.broker import TaskQueues
+from orbit_services.runtime.store import EventStore
+from orbit_services.runtime.store.sessions import SessionRegistry
+
+log = logging.getLogger("orbit.dispatcher")
+
+_HELD_STATES = 20_000
+"""Executions whose state the dispatcher keeps between heartbeats, least recent dropped."""
+
+UNREGISTERED = "worker unregistered"
+"""The reason given to the decider for tasks an unregistering worker still held."""
+
+BUILTIN_CONTRACTS = frozenset({(HTTP_TASK, HTTP_CONTRACT_VERSION)})
+"""The built-in tasks a worker of :data:`BUILTIN_RUNTIME` may serve."""
+
+
+# -- registration -------------------------------------------------------------
+
+
+def check_registration(request: RegisterWorker) -> None:
+    """Refuse a registration Orbit cannot serve.
+
+    Raises:
+        OrbitError: ``INVALID_REQUEST`` without a worker id, contracts or with a
+            malformed name or version; ``RESERVED_TASK`` for a child-workflow
+            contract (``workflow:…``) or a built-in task (``orbit.…``), except
+            :data:`BUILTIN_CONTRACTS` for a worker of runtime ``orbit``.
+    """
+    if not request.worker_id.strip():
+        raise OrbitError(ErrorCode.INVALID_REQUEST, "worker_id is required")
+    if not request.contracts:
+        raise OrbitError(
+            ErrorCode.INVALID_REQUEST, "a worker must announce at least one task contract"
+        )
+    for contract in request.contracts:
+        name = contract.task
+        if name.startswith(WORKFLOW_TASK_PREFIX):
+            raise OrbitError(
+                ErrorCode.RESERVED_TASK,
+                f"'{name}' is how a workflow calls a child workflow; no worker can serve it",
+            )
+        builtin = (name, contract.version) in BUILTIN_CONTRACTS
+        if name.startswith(RESERVED_TASK_PREFIX) and not (
+            builtin and request.runtime == BUILTIN_RUNTIME
+        ):
+            raise OrbitError(
+                ErrorCode.RESERVED_TASK,
+                f"'{name}' is reserved for Orbit's built-in tasks ({RESERVED_TASK_PREFIX}*)",
+            )
+        if not TASK_NAME.fullmatch(name):
+            raise OrbitError(
+                ErrorCode.INVALID_REQUEST, f"task name '{name}' is not valid: {TASK_NAME_RULE}"
+            )
+        if not CONTRACT_VERSION.fullmatch(contract.version):
+            raise OrbitError(
+                ErrorCode.INVALID_REQUEST,
+                f"'{name}' has an invalid contract version '{contract.version}'",
+            )
+
+
+def contract_warnings(
+    contracts: Iterable[ContractAnnouncement], in_use: Mapping[str, set[str]]
+) -> list[str]:
+    """A warning for each contract announced at a version no registered workflow calls.
+
+    A task no workflow calls at all gets none: its workflows may simply not be
+    deployed yet.
+    """
+    warnings = []
+    for contract in contracts:
+        versions = in_use.get(contract.task)
+        if versions and contract.version not in versions:
+            warnings.append(
+                f"'{contract.task}' is announced at version {contract.version}, but registered"
+                f" workflows call it at {', '.join(sorted(versions))}; no task of theirs"
+                " will reach this worker"
+            )
+    return warnings
+
+
+# -- heartbeats and unregistration ----------------------------------------------
+
+
+def token_is_live(state: ExecutionState, token: str) -> bool:
+    """Whether the delivery ``token`` is still wanted: the attempt its unit waits for.
+
+    It is not once its unit resolved, was dispatched again (a timeout or a lost
+    delivery), or the execution stopped and the unit is not part of its
+    compensation or cleanup.
+    """
+    key = state.unit_of_token(token)
+    if key is None or state.terminal:
+        return False
+    unit = state.unit(key)
+    if unit.status is not UnitStatus.DISPATCHED or unit.token != token:
+        return False
+    return state.abort is None or parse_unit(key).role in ("compensate", "finally")
+
+
+def tokens_to_cancel(
+    states: Mapping[str, ExecutionState], inflight: Iterable[InflightTask]
+) -> tuple[str, ...]:
+    """The tokens among ``inflight`` that should stop; an unknown execution's are all stopped."""
+    cancel = []
+    for task in inflight:
+        state = states.get(task.execution_id)
+        if state is None or not token_is_live(state, task.token):
+            cancel.append(task.token)
+    return tuple(cancel)
+
+
+def lost_deliveries(
+    inflight: Iterable[InflightTask], reason: str = UNREGISTERED
+) -> list[DeliveryLost]:
+    """The notices telling the decider that these tasks' worker is gone."""
+    return [
+        DeliveryLost(execution_id=task.execution_id, token=task.token, reason=reason)
+        for task in inflight
+    ]
+
+
+def control_error(error: OrbitError) -> ControlError:
+    return ControlError(error=ErrorBody(code=str(error.code), message=error.message))
+
+
+# -- the handler --------------------------------------------------------------
+
+PublishLost = Callable[[Sequence[DeliveryLost]], Awaitable[None]]
+
+
+class ControlHandler:
+    """Answers worker-control requests; never raises an :class:`OrbitError`, answers it.
+
+    Args:
+        registry: The worker sessions.
+        store: For the contracts registered workflows use and the state of
+            executions whose tasks workers hold.
+        queues: Declares the queues of announced contracts.
+        publish_lost: Sends :class:`DeliveryLost` notices to the decider, confirmed.
+        heartbeat_interval_ms: Told to workers: how often to heartbeat.
+        session_timeout_ms: Told to workers: silence after which a session is lost.
+    """
+
+    def __init__(
+        self,
+        registry: SessionRegistry,
+        store: EventStore,
+        queues: TaskQueues,
+        publish_lost: PublishLost,
+        *,
+        heartbeat_interval_ms: int,
+        session_timeout_ms: int,
+    ) -> None:
+        self._registry = registry
+        self._store = store
+        self._queues = queues
+        self._publish_lost = publish_lost
+        self._heartbeat_interval_ms = heartbeat_interval_ms
+        self._session_timeout_ms = session_timeout_ms
+        self._states: OrderedDict[str, ExecutionState] = OrderedDict()
+        """The executions whose tasks workers hold, as of their last heartbeat: a
+        heartbeat reads only the events appended since, not whole histories."""
+
+    async def handle(self, request: ControlRequest) -> ControlReply:
+        try:
+            if isinstance(request, RegisterWorker):
+                return await self.register(request)
+            if isinstance(request, Heartbeat):
+                return await self.heartbeat(request)
+            return await self.unregister(request)
+        except OrbitError as error:
+            return control_error(error)
+
+    async def register(self, request: RegisterWorker) -> Registration:
+        check_registration(request)
+        warnings = contract_warnings(request.contracts, await self._store.task_versions_in_use())
+        queues = {}
+        for contract in request.contracts:
+            name = await self._queues.ensure(contract.task, contract.version)
+            queues[task_key(contract.task, contract.version)] = name
+        session_id = await self._registry.open(request)
+        log.info(
+            "worker %s registered with %d contracts",
+            request.worker_id,
+            len(request.contracts),
+            extra={"action": "worker.registered", "session_id": session_id},
+        )
+        for warning in warnings:
+            log.warning(warning, extra={"action": "worker.contract_unused"})
+        return Registration(
+            session_id=session_id,
+            heartbeat_interval_ms=self._heartbeat_interval_ms,
+            session_timeout_ms=self._session_timeout_ms,
+            task_queues=queues,
+            warnings=tuple(warnings),
+        )
+
+    async def heartbeat(self, request: Heartbeat) -> HeartbeatReply:
+        await self._registry.touch(request.session_id, request.inflight)
+        if not request.inflight:
+            return HeartbeatReply()
+        return HeartbeatReply(cancel=tokens_to_cancel(await self._held(request), request.inflight))
+
+    async def _held(self, request: Heartbeat) -> dict[str, ExecutionState]:
+        """The current state of each execution a heartbeat names (those that exist)."""
+        ids = {task.execution_id for task in request.inflight}
+        known = {execution_id: self._states.get(execution_id) for execution_id in ids}
+        after = {eid: (state.last_seq if state else 0) for eid, state in known.items()}
+        new_events = await self._store.read_new_events(after)
+        states: dict[str, ExecutionState] = {}
+        for execution_id, state in known.items():
+            current = state or ExecutionState()
+            for event in new_events[execution_id]:
+                current = evolve(current, event)
+            if current.last_seq == 0:
+                continue  # no such execution
+            states[execution_id] = current
+            self._states[execution_id] = current
+            self._states.move_to_end(execution_id)
+        while len(self._states) > _HELD_STATES:
+            self._states.popitem(last=False)
+        return states
+
+    async def unregister(self, request: UnregisterWorker) -> Unregistered:
+        # Report first, close after: if reporting fails the session still names
+        # its tasks, and a repeated request reports them again.
+        inflight = await self._registry.inflight(request.session_id)
+        lost = lost_deliveries(inflight)
+        if lost:
+            await self._publish_lost(lost)
+        await self._registry.close(request.session_id)
+        log.info(
+            "worker session %s unregistered, %d tasks reported lost",
+            request.session_id,
+            len(lost),
+            extra={"action": "worker.unregistered", "session_id": request.session_id},
+        )
+        return Unregistered(lost=len(lost))

@@ -1,0 +1,261 @@
+"""The dispatcher service: worker control, off the hot path.
+
+It consumes ``NS.control``: register, heartbeat and unregister requests,
+answered on their ``reply_to`` with the same correlation id. A registration
+declares the queues of the worker's contracts and opens a session; a
+heartbeat records what the worker holds and answers with what to cancel; an
+unregistration reports what the worker still held to the decider as lost.
+Tasks never pass through here: the decider publishes each assignment to its
+task queue itself. The rules live in :mod:`orbit_services.dispatcher.control`; this
+is wiring.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import socket
+import uuid
+from collections.abc import Awaitable, Sequence
+
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractIncomingMessage,
+    AbstractQueue,
+    AbstractRobustConnection,
+    ConsumerTag,
+)
+
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.messages import (
+    ControlReply,
+    DeliveryLost,
+    MalformedMessage,
+    decode_control_request,
+    encode,
+)
+from orbit_model.topology import Topology
+from orbit_sdk.amqp import Publisher, connect, open_channel
+from orbit_services.dispatcher.control import ControlHandler, control_error
+from orbit_services.runtime import metrics
+from orbit_services.runtime.broker import TaskQueues, declare_topology
+from orbit_services.runtime.metrics import MetricsEndpoint
+from orbit_services.runtime.settings import Settings
+from orbit_services.runtime.store import EventStore, OutboxMessage
+from orbit_services.runtime.store.sessions import DISPATCHER_BEAT_SECONDS, SessionRegistry
+
+log = logging.getLogger("orbit.dispatcher")
+
+SESSION_COUNT_SECONDS = 5.0
+"""How often the dispatcher counts the open worker sessions (and after each
+registration and unregistration)."""
+
+
+class _InFlight:
+    """Counts handlers running, so stopping can wait for them."""
+
+    def __init__(self) -> None:
+        self._count = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    def __enter__(self) -> None:
+        self._count += 1
+        self._idle.clear()
+
+    def __exit__(self, *_: object) -> None:
+        self._count -= 1
+        if self._count == 0:
+            self._idle.set()
+
+    async def drained(self, timeout: float) -> bool:
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        except TimeoutError:
+            return False
+        return True
+
+
+class DispatcherService:
+    """Answers worker control: registrations, heartbeats, unregistrations.
+
+    Args:
+        settings: Orbit's settings.
+        stop_timeout: Seconds :meth:`stop` waits for answers in flight.
+    """
+
+    name = "dispatcher"
+
+    def __init__(self, settings: Settings, stop_timeout: float = 10.0):
+        self.settings = settings
+        self.topology = Topology(settings.namespace, settings.decider_partitions)
+        self.stop_timeout = stop_timeout
+        self._store: EventStore | None = None
+        self._connection: AbstractRobustConnection | None = None
+        self._consumers: list[tuple[AbstractQueue, ConsumerTag]] = []
+        self._inflight = _InFlight()
+        self._metrics = MetricsEndpoint(settings.metrics_port, settings.http_host)
+        self._counting: asyncio.Task[None] | None = None
+        self._beating: asyncio.Task[None] | None = None
+        self._control_channel: AbstractChannel | None = None
+        self.dispatcher_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
+        """Names this dispatcher in the ``dispatchers`` table."""
+
+    async def start(self) -> None:
+        """Connect to Postgres and RabbitMQ, declare the topology, start consuming.
+
+        Raises:
+            OrbitError: ``UNAVAILABLE`` when Postgres or RabbitMQ cannot be
+                reached (nothing is left open).
+        """
+        try:
+            await self._start()
+        except BaseException:
+            await self.stop()
+            raise
+
+    async def _start(self) -> None:
+        self._store = store = await EventStore.connect(self.settings.database_url)
+        self._connection = connection = await connect(self.settings.amqp_url)
+        # Queue declarations and lost-task notices get a channel of their own: a
+        # refused declare closes its channel, and must not take the consumer along.
+        declaring = await open_channel(connection)
+        await declare_topology(declaring, self.topology)
+        self._notices = Publisher(declaring)
+        self._queues = TaskQueues(declaring, self.topology)
+        self._control_channel = control_channel = await open_channel(connection, 32)
+        self._replies = Publisher(control_channel)
+        self._control = ControlHandler(
+            SessionRegistry(store.pool),
+            store,
+            self._queues,
+            self._publish_lost,
+            heartbeat_interval_ms=self.settings.heartbeat_interval_ms,
+            session_timeout_ms=self.settings.session_timeout_ms,
+        )
+        control = await control_channel.get_queue(self.topology.control)
+        self._sessions = SessionRegistry(store.pool)
+        self._counting = asyncio.create_task(self._count_sessions(), name="dispatcher.sessions")
+        self._consumers = [
+            (control, await control.consume(self._on_control)),
+        ]
+        self._beating = asyncio.create_task(self._beat(), name="dispatcher.beat")
+        self._metrics.start()
+
+    async def stop(self) -> None:
+        """Stop consuming, let answers in flight end, close."""
+        await self._metrics.stop()
+        for task in (self._counting, self._beating):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        self._counting = self._beating = None
+        for queue, tag in self._consumers:
+            try:
+                await queue.cancel(tag)
+            except Exception as error:  # the channel may be gone already
+                log.warning("cancelling the consumer of %s failed: %r", queue.name, error)
+        self._consumers = []
+        await asyncio.sleep(0)  # deliveries already read start their handlers
+        if not await self._inflight.drained(self.stop_timeout):
+            log.warning("stopping with messages in flight; the broker will redeliver them")
+        if self._connection is not None:
+            await self._connection.close()
+            self._connection = None
+        if self._store is not None:
+            await self._store.close()
+            self._store = None
+
+    async def _count_sessions(self) -> None:
+        """Keep ``orbit_worker_sessions_online`` up to date: sessions also end in the
+        timer service (expired), so the gauge is counted in Postgres, not tracked."""
+        while True:
+            await self._refresh_sessions()
+            await asyncio.sleep(SESSION_COUNT_SECONDS)
+
+    async def _beat(self) -> None:
+        """Say in Postgres that this dispatcher is up: while none is, the timer
+        service expires no worker session (their heartbeats come through here).
+
+        Only while it really takes heartbeats: with its RabbitMQ connection or
+        control channel down, workers' heartbeats do not reach it either.
+        """
+        while True:
+            try:
+                if self._taking_requests():
+                    await self._sessions.dispatcher_beat(
+                        self.dispatcher_id, self.settings.session_timeout_ms
+                    )
+            except Exception as error:
+                log.warning(
+                    "recording the dispatcher's beat failed: %r",
+                    error,
+                    extra={"action": "dispatcher.beat_failed"},
+                )
+            await asyncio.sleep(DISPATCHER_BEAT_SECONDS)
+
+    def _taking_requests(self) -> bool:
+        connection, channel = self._connection, self._control_channel
+        return (
+            bool(self._consumers)
+            and connection is not None
+            and not connection.is_closed
+            and channel is not None
+            and not channel.is_closed
+        )
+
+    async def _refresh_sessions(self) -> None:
+        try:
+            metrics.SESSIONS_ONLINE.set(await self._sessions.online())
+        except Exception as error:
+            log.debug("counting sessions failed: %r", error)
+
+    async def _on_control(self, message: AbstractIncomingMessage) -> None:
+        with self._inflight:
+            reply: ControlReply
+            try:
+                request = decode_control_request(message.body)
+            except MalformedMessage as error:
+                reply = control_error(error)
+            else:
+                try:
+                    reply = await self._control.handle(request)
+                    if request.type != "Heartbeat":
+                        await self._refresh_sessions()
+                except Exception as error:
+                    # The requester waits with a timeout: tell it now rather
+                    # than requeue a request it will have given up on.
+                    log.exception("a %s request failed", request.type)
+                    reply = control_error(
+                        OrbitError(ErrorCode.UNAVAILABLE, f"the dispatcher failed: {error!r}")
+                    )
+            if message.reply_to:
+                try:
+                    await self._replies.publish(
+                        "",
+                        message.reply_to,
+                        encode(reply),
+                        correlation_id=message.correlation_id,
+                        persistent=False,
+                    )
+                except Exception as error:
+                    log.warning("answering a control request failed: %r", error)
+            await _settle(message.ack())
+
+    async def _publish_lost(self, notices: Sequence[DeliveryLost]) -> None:
+        messages = []
+        for notice in notices:
+            route = self.topology.decider_route(notice.execution_id)
+            messages.append(OutboxMessage(route.exchange, route.routing_key, encode(notice)))
+        await self._notices.publish_many(messages)
+
+
+async def _settle(outcome: Awaitable[object]) -> None:
+    """Await an ack or nack; if the channel is gone the broker redelivers anyway."""
+    try:
+        await outcome
+    except Exception as error:
+        log.warning("settling a message failed: %r", error, extra={"action": "message.unsettled"})

@@ -1,0 +1,177 @@
+"""The definitions registry: parse, pin children, store, and look up by name or hash.
+
+Definitions never change once registered, so every one read is cached for
+good, by ``(name, version)`` and by hash. Which version of a workflow is the
+newest (what a start without a version runs) is read from Postgres at most
+once per :data:`LATEST_VERSION_TTL` per workflow: a registration through this
+gateway is seen at once, one through another gateway within that time.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TypeVar
+
+from pydantic import BaseModel
+
+from orbit_model.compiler import Definition, compile_definition, definition_from_ir
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.ir import CallStep, WorkflowIR
+from orbit_model.problems import DefinitionError, Problem
+from orbit_services.runtime.store import EventStore
+
+BODY_FILE = "<body>"
+"""The file name compile problems of a registered body are reported under."""
+
+LATEST_VERSION_TTL = 1.0
+"""Seconds a workflow's newest version is remembered (one query per start, otherwise)."""
+
+_JSON_TYPES = ("application/json",)
+_Step = TypeVar("_Step", bound=BaseModel)
+
+
+def is_json(content_type: str | None) -> bool:
+    """Whether a ``Content-Type`` names JSON (``application/json`` or ``…+json``)."""
+    if not content_type:
+        return False
+    media = content_type.split(";", 1)[0].strip().lower()
+    return media in _JSON_TYPES or media.endswith("+json")
+
+
+def parse_definition(body: bytes, content_type: str | None) -> Definition:
+    """A definition from a request body: compiled IR if the type is JSON, else YAML.
+
+    Raises:
+        DefinitionError: ``INVALID_DEFINITION``, listing every problem (with its line for YAML).
+    """
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        problem = Problem(BODY_FILE, None, "", f"the body is not UTF-8 text ({error.reason})")
+        raise DefinitionError([problem]) from None
+    if is_json(content_type):
+        return definition_from_ir(text, BODY_FILE)
+    return compile_definition(text, BODY_FILE)
+
+
+def semver_key(version: str) -> tuple[tuple[int, ...], bool, str, str]:
+    """Sort key of a version: numeric parts first; a release above its pre-releases."""
+    core, _, pre = version.partition("+")[0].partition("-")
+    numbers = tuple(int(part) if part.isdigit() else 0 for part in core.split("."))
+    return numbers, pre == "", pre, version
+
+
+class DefinitionRegistry:
+    """Registered definitions, read through a cache that never goes stale."""
+
+    def __init__(self, store: EventStore) -> None:
+        self.store = store
+        self._by_ref: dict[tuple[str, str], Definition] = {}
+        self._by_hash: dict[str, Definition] = {}
+        self._latest: dict[str, tuple[float, str]] = {}
+        """Workflow name → (when it was read, its newest version)."""
+        self._registered: dict[str, int] = {}
+        """Workflow name → registrations through this registry (a read that overlaps
+        one is not remembered: it may predate it)."""
+
+    async def register(self, definition: Definition) -> tuple[Definition, bool]:
+        """Pin the children and store the definition; it as stored, and whether it is new.
+
+        Raises:
+            OrbitError: ``CHILD_NOT_REGISTERED`` for a ``workflow:`` step whose child
+                is not registered (at the hash it pins, if it pins one), or
+                ``DEFINITION_CONFLICT`` when its name and version hold another one.
+        """
+        pinned = await self._pin_children(definition)
+        created = await self.store.register_definition(pinned)
+        self._remember(pinned)
+        name = pinned.ir.name
+        self._registered[name] = self._registered.get(name, 0) + 1
+        self._latest.pop(name, None)
+        return pinned, created
+
+    async def get(self, name: str, version: str) -> Definition | None:
+        definition = self._by_ref.get((name, version))
+        if definition is None:
+            definition = await self.store.definition(name, version)
+            if definition is not None:
+                self._remember(definition)
+        return definition
+
+    async def by_hash(self, definition_hash: str) -> Definition:
+        """The definition an execution runs.
+
+        Raises:
+            OrbitError: ``NOT_FOUND``; executions reference registered hashes, so
+                this means the database was changed behind Orbit's back.
+        """
+        definition = self._by_hash.get(definition_hash)
+        if definition is None:
+            definition = await self.store.definition_by_hash(definition_hash)
+            if definition is None:
+                raise OrbitError(
+                    ErrorCode.NOT_FOUND, f"no workflow definition has hash {definition_hash}"
+                )
+            self._remember(definition)
+        return definition
+
+    async def resolve(self, name: str, version: str | None) -> Definition:
+        """The definition to start: ``version``, or the highest registered one if None.
+
+        Raises:
+            OrbitError: ``WORKFLOW_NOT_FOUND``.
+        """
+        if version is None:
+            version = await self._newest(name)
+        definition = await self.get(name, version)
+        if definition is None:
+            raise OrbitError(
+                ErrorCode.WORKFLOW_NOT_FOUND, f"workflow {name}@{version} is not registered"
+            )
+        return definition
+
+    async def _newest(self, name: str) -> str:
+        now = time.monotonic()
+        known = self._latest.get(name)
+        if known is not None and now - known[0] < LATEST_VERSION_TTL:
+            return known[1]
+        registrations = self._registered.get(name, 0)
+        versions = await self.store.definition_versions(name)
+        if not versions:  # not remembered: a registration must be seen at once
+            raise OrbitError(ErrorCode.WORKFLOW_NOT_FOUND, f"workflow {name} is not registered")
+        newest = max(versions, key=semver_key)
+        if self._registered.get(name, 0) == registrations:
+            self._latest[name] = (now, newest)
+        return newest
+
+    def _remember(self, definition: Definition) -> None:
+        self._by_ref[definition.ir.name, definition.ir.version] = definition
+        self._by_hash[definition.hash] = definition
+
+    async def _pin_children(self, definition: Definition) -> Definition:
+        ir = definition.ir
+        steps = tuple([await self._pin(ir, step) for step in ir.steps])
+        finally_steps = tuple([await self._pin(ir, step) for step in ir.finally_steps])
+        pinned = ir.model_copy(update={"steps": steps, "finally_steps": finally_steps})
+        # Child hashes are left out of the definition hash, so pinning keeps it.
+        return Definition(ir=pinned, hash=definition.hash)
+
+    async def _pin(self, ir: WorkflowIR, step: _Step) -> _Step:
+        if not isinstance(step, CallStep) or step.child is None:
+            return step
+        child = step.child
+        registered = await self.get(child.name, child.version)
+        if registered is None:
+            raise OrbitError(
+                ErrorCode.CHILD_NOT_REGISTERED,
+                f"{ir.name}@{ir.version} starts child workflow {child.name}@{child.version}"
+                f" (step {step.id}), which is not registered; register the child first"
+                " (`orbit deploy` does this automatically)",
+            )
+        if child.hash is not None and child.hash != registered.hash:
+            raise OrbitError(
+                ErrorCode.CHILD_NOT_REGISTERED,
+                f"{ir.name}@{ir.version} pins child workflow {child.name}@{child.version} at"
+                f" {child.hash}, but the registered one is {registered.hash}",
+            )
+        return step.model_copy(update={"child": child.model_copy(update={"hash": registered.hash})})

@@ -1,0 +1,454 @@
+"""What the gateway offers: register definitions, start, signal, cancel and read executions.
+
+The HTTP API and the AMQP command intake both call :class:`Executions`. Every
+method returns JSON-ready data (plain dicts, lists, strings) or raises an
+:class:`~orbit_model.errors.OrbitError` whose code, HTTP status and message
+the client sees.
+
+A write appends its event with the seq it read last and, in the same
+transaction, an outbox ``Wake`` for the decider's partition of the execution;
+the relay publishes it once committed. If the decider appended first, the
+write folds in the new events, checks again and retries.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+from orbit_model.compiler import Definition
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.events import Event
+from orbit_model.inputs import accept_cancel, accept_signal, start_execution
+from orbit_model.ir import WorkflowIR
+from orbit_model.messages import (
+    CancelExecution,
+    Command,
+    SignalExecution,
+    StartExecution,
+    Wake,
+    encode,
+)
+from orbit_model.payloads import payload_problem, payload_size
+from orbit_model.queries import evaluate_query
+from orbit_model.state import TERMINAL, ExecutionState, evolve, replay
+from orbit_model.topology import Topology
+from orbit_model.trace_ids import trace_id
+from orbit_services.gateway.definitions import DefinitionRegistry, parse_definition
+from orbit_services.gateway.views import (
+    Workers,
+    decode_cursor,
+    encode_cursor,
+    execution_waiting_for,
+    needs_workers,
+    steps_view,
+    summary,
+    worker_view,
+)
+from orbit_services.runtime.outbox import OutboxRelay
+from orbit_services.runtime.settings import Settings
+from orbit_services.runtime.store import (
+    Append,
+    AppendConflict,
+    EventStore,
+    ExecutionRow,
+    OutboxMessage,
+)
+from orbit_services.runtime.store.group_commit import GroupCommit
+from orbit_services.runtime.store.sessions import SessionRegistry, WorkerSession
+
+STATUSES = ("running", "completed", "failed", "cancelled", "timed_out")
+"""The statuses clients see and filter by."""
+MAX_WAIT_SECONDS = 60.0
+"""Longest long-poll of :meth:`Executions.wait`; longer waits are cut to it."""
+MAX_PAGE = 1000
+
+_EXECUTION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
+_APPEND_ATTEMPTS = 10
+_FIRST_POLL = 0.02
+_LAST_POLL = 0.25
+
+Json = Any
+Accept = Callable[[ExecutionState, WorkflowIR], list[Event]]
+
+
+class Executions:
+    """The gateway's operations over one store, relay and topology."""
+
+    def __init__(
+        self, store: EventStore, relay: OutboxRelay, topology: Topology, settings: Settings
+    ) -> None:
+        self.store = store
+        self.relay = relay
+        self.topology = topology
+        self.settings = settings
+        self.registry = DefinitionRegistry(store)
+        self._sessions = SessionRegistry(store.pool)
+        self._commits = GroupCommit(store)
+        """Starts, signals and cancels that arrive together share a transaction."""
+
+    async def close(self) -> None:
+        """Let the appends in hand be written."""
+        await self._commits.close()
+
+    # -- definitions -----------------------------------------------------------
+
+    async def register(self, body: bytes, content_type: str | None) -> dict[str, Json]:
+        """Register a definition: ``{name, version, hash, created}``.
+
+        The body is compiled IR if ``content_type`` is JSON, YAML otherwise.
+        ``created`` is False when this very definition was registered before.
+
+        Raises:
+            OrbitError: ``INVALID_DEFINITION`` (a :class:`~orbit_model.problems.DefinitionError`),
+                ``CHILD_NOT_REGISTERED`` or ``DEFINITION_CONFLICT``.
+        """
+        definition, created = await self.registry.register(parse_definition(body, content_type))
+        ir = definition.ir
+        return {"name": ir.name, "version": ir.version, "hash": definition.hash, "created": created}
+
+    async def definitions(self) -> list[dict[str, Json]]:
+        """Every registered definition: ``[{name, version, hash, registered_at}]``."""
+        return [
+            {
+                "name": row.name,
+                "version": row.version,
+                "hash": row.hash,
+                "registered_at": row.registered_at.isoformat(),
+            }
+            for row in await self.store.list_definitions()
+        ]
+
+    async def definition_ir(self, name: str, version: str) -> dict[str, Json]:
+        """The stored IR of ``name@version`` (children pinned by hash).
+
+        Raises:
+            OrbitError: ``WORKFLOW_NOT_FOUND``.
+        """
+        definition = await self.registry.get(name, version)
+        if definition is None:
+            raise OrbitError(
+                ErrorCode.WORKFLOW_NOT_FOUND, f"workflow {name}@{version} is not registered"
+            )
+        return definition.ir.to_json_data()
+
+    # -- writes ----------------------------------------------------------------
+
+    async def start(self, command: StartExecution) -> dict[str, Json]:
+        """Start an execution: ``{execution_id, created}``.
+
+        Idempotent for a given ``execution_id``: starting it again with the same
+        definition answers ``created: false``. Without one, a fresh id is made.
+
+        Raises:
+            OrbitError: ``WORKFLOW_NOT_FOUND``, ``INVALID_EXECUTION_ID``,
+                ``PAYLOAD_TOO_LARGE``, ``INVALID_INPUT``, ``RESOURCE_EXHAUSTED``, or
+                ``EXECUTION_EXISTS`` when the id belongs to another definition.
+        """
+        definition = await self.registry.resolve(command.workflow, command.version)
+        if command.execution_id is None:
+            execution_id = str(uuid.uuid4())
+        else:
+            execution_id = _checked_id(command.execution_id)
+        self._check_payload("the execution input", command.input)
+        event = start_execution(definition.ir, definition.hash, execution_id, command.input)
+        limit = self.settings.max_active_executions
+        if limit is not None and await self.store.count_running() >= limit:
+            # A repeated start is answered even when full: it starts nothing.
+            if command.execution_id is not None:
+                existing = await self._existing(execution_id, definition)
+                if existing is not None:
+                    return existing
+            raise OrbitError(
+                ErrorCode.RESOURCE_EXHAUSTED,
+                f"{limit} executions are already running (ORBIT_MAX_ACTIVE_EXECUTIONS)",
+            )
+        wake = self._wake(execution_id)
+        append = Append(execution_id, 0, [event], evolve(ExecutionState(), event), outbox=[wake])
+        try:
+            ids = await self._commits.append(append)
+        except AppendConflict:
+            existing = await self._existing(execution_id, definition)
+            if existing is None:  # pragma: no cover - history and row are written together
+                raise _exists(execution_id) from None
+            return existing
+        await self.relay.publish_committed(ids, [wake])
+        return {"execution_id": execution_id, "created": True}
+
+    async def signal(self, execution_id: str, name: str, payload: Json = None) -> int:
+        """Record a signal for the execution's ``await`` steps; the seq of its event.
+
+        Raises:
+            OrbitError: ``NOT_FOUND``, ``PAYLOAD_TOO_LARGE``, ``UNKNOWN_SIGNAL``,
+                ``SIGNAL_PAYLOAD_INVALID`` or ``EXECUTION_FINISHED``.
+        """
+        self._check_payload(f"the payload of signal {name!r}", payload)
+        before, _ = await self._apply(
+            execution_id, lambda state, ir: accept_signal(state, ir, name, payload)
+        )
+        return before.last_seq + 1
+
+    async def cancel(self, execution_id: str, reason: str = "") -> dict[str, Json]:
+        """Ask the execution to stop (compensation and cleanup still run); its view.
+
+        A second request while it stops adds nothing.
+
+        Raises:
+            OrbitError: ``NOT_FOUND``, ``INVALID_REQUEST`` for a reason that cannot be
+                stored (a NUL character), ``PAYLOAD_TOO_LARGE``, or
+                ``EXECUTION_FINISHED`` once it has ended.
+        """
+        await self._cancel(execution_id, reason)
+        return await self.view(execution_id)
+
+    async def _cancel(self, execution_id: str, reason: str) -> None:
+        self._check_payload("the cancel reason", reason)
+        await self._apply(execution_id, lambda state, _: accept_cancel(state, reason))
+
+    async def handle(self, command: Command) -> Json:
+        """Carry out an AMQP command; the ``result`` of its :class:`CommandReply`."""
+        match command:
+            case StartExecution():
+                return await self.start(command)
+            case SignalExecution():
+                seq = await self.signal(command.execution_id, command.name, command.payload)
+                return {"seq": seq}
+            case CancelExecution():
+                await self._cancel(command.execution_id, command.reason)
+                return {}
+        raise TypeError(f"not a command: {command!r}")  # pragma: no cover - the union is closed
+
+    # -- reads -----------------------------------------------------------------
+
+    async def view(self, execution_id: str) -> dict[str, Json]:
+        """The execution and each step's status, attempt, output, error, kind and wait.
+
+        ``waiting_for`` says what a step waits for (null if nothing); the
+        execution's own ``waiting_for`` lists the reasons of its steps.
+
+        Raises:
+            OrbitError: ``NOT_FOUND``.
+        """
+        return await self._view(await self._row(execution_id))
+
+    async def wait(self, execution_id: str, seconds: float) -> dict[str, Json]:
+        """The view once the execution has ended, or after ``seconds`` (at most a minute).
+
+        Raises:
+            OrbitError: ``NOT_FOUND``.
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + min(max(seconds, 0.0), MAX_WAIT_SECONDS)
+        delay = _FIRST_POLL
+        while True:
+            row = await self._row(execution_id)
+            remaining = deadline - loop.time()
+            if row.status in TERMINAL or remaining <= 0:
+                return await self._view(row)
+            await asyncio.sleep(min(delay, remaining))
+            delay = min(delay * 2, _LAST_POLL)
+
+    async def history(self, execution_id: str) -> list[dict[str, Json]]:
+        """Every event: ``[{seq, recorded_at, type, data}]``.
+
+        Raises:
+            OrbitError: ``NOT_FOUND``.
+        """
+        stored = await self.store.read_events(execution_id)
+        if not stored:
+            raise _not_found(execution_id)
+        return [
+            {
+                "seq": item.seq,
+                "recorded_at": item.recorded_at.isoformat(),
+                "type": item.event.type,
+                "data": item.event.model_dump(mode="json", exclude={"type"}),
+            }
+            for item in stored
+        ]
+
+    async def query(self, execution_id: str, name: str) -> dict[str, Json]:
+        """A declared query's value now: ``{value}``; unfinished steps read as null.
+
+        Raises:
+            OrbitError: ``NOT_FOUND``, ``UNKNOWN_QUERY`` or ``QUERY_FAILED``.
+        """
+        state = await self._state(execution_id)
+        definition = await self.registry.by_hash(state.definition_hash)
+        return {"value": evaluate_query(state, definition.ir, name)}
+
+    async def workers(self) -> list[dict[str, Json]]:
+        """Workers seen in the last hour: ``[{worker_id, runtime, sdk, contracts, online, …}]``.
+
+        A worker is online while one of its sessions is open and was seen
+        within ``session_timeout_ms``; ``sessions`` and ``inflight`` count those.
+        """
+        by_worker: dict[str, list[WorkerSession]] = {}
+        for session in await self._sessions.sessions():
+            by_worker.setdefault(session.worker_id, []).append(session)
+        timeout = timedelta(milliseconds=self.settings.session_timeout_ms)
+        now = datetime.now(UTC)
+        return [
+            worker_view(worker_id, sessions, now - timeout)
+            for worker_id, sessions in sorted(by_worker.items())
+        ]
+
+    # -- internals -------------------------------------------------------------
+
+    async def _apply(
+        self, execution_id: str, accept: Accept
+    ) -> tuple[ExecutionState, ExecutionState]:
+        """Append what ``accept`` makes of the state, re-reading on a conflict.
+
+        Returns:
+            The state the events were accepted on, and the state after them.
+        """
+        state = await self._state(execution_id)
+        for _ in range(_APPEND_ATTEMPTS):
+            definition = await self.registry.by_hash(state.definition_hash)
+            events = accept(state, definition.ir)
+            if not events:
+                return state, state
+            after = state
+            for event in events:
+                after = evolve(after, event)
+            wake = self._wake(execution_id)
+            append = Append(
+                execution_id,
+                state.last_seq,
+                events,
+                after,
+                timers_before=state.timers,
+                outbox=[wake],
+            )
+            try:
+                ids = await self._commits.append(append)
+            except AppendConflict:
+                state = await self._catch_up(state)
+                continue
+            await self.relay.publish_committed(ids, [wake])
+            return state, after
+        raise OrbitError(
+            ErrorCode.UNAVAILABLE,
+            f"execution {execution_id} kept changing while this was recorded; try again",
+        )
+
+    async def _state(self, execution_id: str) -> ExecutionState:
+        stored = await self.store.read_events(execution_id)
+        if not stored:
+            raise _not_found(execution_id)
+        return replay(item.event for item in stored)
+
+    async def _catch_up(self, state: ExecutionState) -> ExecutionState:
+        for item in await self.store.read_events(state.execution_id, state.last_seq):
+            state = evolve(state, item.event)
+        return state
+
+    async def _row(self, execution_id: str) -> ExecutionRow:
+        row = await self.store.execution(execution_id)
+        if row is None:
+            raise _not_found(execution_id)
+        return row
+
+    async def _view(self, row: ExecutionRow) -> dict[str, Json]:
+        state = await self._state(row.execution_id)
+        definition = await self.registry.by_hash(row.definition_hash)
+        workers = None
+        if needs_workers(state):  # one read of the sessions for every step of the view
+            timeout = timedelta(milliseconds=self.settings.session_timeout_ms)
+            sessions = await self._sessions.sessions()
+            workers = Workers.of(sessions, datetime.now(UTC) - timeout)
+        steps = steps_view(state, definition.ir, workers)
+        return {
+            **summary(row),
+            "input": row.input,
+            "output": row.output,
+            "error": row.error,
+            "steps": steps,
+            "waiting_for": execution_waiting_for(steps),
+            # Its trace (orbit_model.trace_ids): a child's is its root execution's.
+            "trace_id": f"{trace_id(state.trace_root):032x}",
+        }
+
+    async def _existing(self, execution_id: str, definition: Definition) -> dict[str, Json] | None:
+        """The answer to a repeated start, if the execution exists."""
+        row = await self.store.execution(execution_id)
+        if row is None:
+            return None
+        if row.definition_hash != definition.hash:
+            raise _exists(execution_id)
+        return {"execution_id": execution_id, "created": False}
+
+    def _wake(self, execution_id: str) -> OutboxMessage:
+        route = self.topology.decider_route(execution_id)
+        return OutboxMessage(
+            route.exchange, route.routing_key, encode(Wake(execution_id=execution_id))
+        )
+
+    def _check_payload(self, what: str, value: Json) -> None:
+        problem = payload_problem(value)
+        if problem is not None:
+            raise OrbitError(ErrorCode.INVALID_REQUEST, f"{what} {problem}")
+        limit = self.settings.max_payload_bytes
+        if limit is None:
+            return
+        size = payload_size(value)
+        if size > limit:
+            raise OrbitError(
+                ErrorCode.PAYLOAD_TOO_LARGE,
+                f"{what} is {size} bytes; the limit is {limit} (ORBIT_MAX_PAYLOAD_BYTES)",
+            )
+
+    # Last in the class: past this line ``list`` names this method, not the builtin.
+    async def list(
+        self,
+        status: str | None = None,
+        workflow: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> dict[str, Json]:
+        """Executions newest first: ``{items, next_cursor}``; pass ``next_cursor`` for more.
+
+        Raises:
+            OrbitError: ``INVALID_REQUEST`` for an unknown status, a limit outside
+                1..1000 or a cursor this API did not hand out.
+        """
+        if status is not None and status not in STATUSES:
+            raise OrbitError(
+                ErrorCode.INVALID_REQUEST,
+                f"unknown status {status!r}; one of: {', '.join(STATUSES)}",
+            )
+        if not 1 <= limit <= MAX_PAGE:
+            raise OrbitError(ErrorCode.INVALID_REQUEST, f"limit must be within 1..{MAX_PAGE}")
+        before = None if cursor is None else decode_cursor(cursor)
+        rows = await self.store.list_executions(status, workflow, before, limit + 1)
+        page = rows[:limit]
+        more = len(rows) > limit
+        return {
+            "items": [summary(row) for row in page],
+            "next_cursor": encode_cursor(page[-1].position) if more else None,
+        }
+
+
+def _checked_id(execution_id: str) -> str:
+    if not _EXECUTION_ID.fullmatch(execution_id):
+        raise OrbitError(
+            ErrorCode.INVALID_EXECUTION_ID,
+            "execution ids are 1 to 200 letters, digits and - _ . :",
+        )
+    return execution_id
+
+
+def _not_found(execution_id: str) -> OrbitError:
+    return OrbitError(ErrorCode.NOT_FOUND, f"execution {execution_id!r} not found")
+
+
+def _exists(execution_id: str) -> OrbitError:
+    return OrbitError(
+        ErrorCode.EXECUTION_EXISTS,
+        f"execution {execution_id!r} already exists for a different workflow",
+    )

@@ -1,0 +1,171 @@
+"""RabbitMQ for the services: every exchange and queue declared in one place; settling.
+
+Queues are durable quorum queues with a delivery limit and a dead-letter
+exchange (:meth:`~orbit_model.topology.Topology.queue_arguments`): a message
+that keeps failing is parked in ``NS.dead-letter``, never looped. The
+connection and the publisher are the SDK's (:mod:`orbit_sdk.amqp`), counted
+in the services' metrics (``orbit_services.runtime.metrics``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import aio_pika
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractIncomingMessage,
+    AbstractQueue,
+)
+
+from orbit_model.topology import Topology, task_key
+from orbit_services.runtime import metrics
+
+log = logging.getLogger("orbit.broker")
+
+PARK_AFTER = 5
+"""Deliveries after which a consumer parks a message whose handling keeps failing."""
+
+__all__ = [
+    "PARK_AFTER",
+    "TaskQueues",
+    "declare_queue",
+    "declare_task_queue",
+    "declare_topology",
+    "delivery_count",
+    "give_back",
+    "park",
+    "queue_kind",
+]
+
+
+async def declare_queue(
+    channel: AbstractChannel,
+    topology: Topology,
+    name: str,
+    exchange: str,
+    routing_key: str,
+    *,
+    single_active_consumer: bool = False,
+) -> AbstractQueue:
+    queue = await channel.declare_queue(
+        name, durable=True, arguments=topology.queue_arguments(single_active_consumer)
+    )
+    await queue.bind(exchange, routing_key)
+    return queue
+
+
+async def declare_topology(channel: AbstractChannel, topology: Topology) -> None:
+    """Declare every exchange and every fixed queue (task queues come with their workers)."""
+    dead_letter = await channel.declare_exchange(
+        topology.dead_letter, aio_pika.ExchangeType.FANOUT, durable=True
+    )
+    parked = await channel.declare_queue(
+        topology.dead_letter, durable=True, arguments={"x-queue-type": "quorum"}
+    )
+    await parked.bind(dead_letter)
+    for name in (topology.commands, topology.decider, topology.control):
+        await channel.declare_exchange(name, aio_pika.ExchangeType.DIRECT, durable=True)
+    await channel.declare_exchange(topology.tasks, aio_pika.ExchangeType.DIRECT, durable=True)
+    await declare_queue(channel, topology, topology.commands, topology.commands, "command")
+    await declare_queue(channel, topology, topology.control, topology.control, "control")
+    for partition in range(topology.partitions):
+        await declare_queue(
+            channel,
+            topology,
+            topology.decider_queue(partition),
+            topology.decider,
+            str(partition),
+            single_active_consumer=True,
+        )
+
+
+async def declare_task_queue(
+    channel: AbstractChannel, topology: Topology, task: str, version: str
+) -> str:
+    """The queue of one task contract, declared and bound; its name."""
+    name = topology.task_queue(task, version)
+    await declare_queue(channel, topology, name, topology.tasks, task_key(task, version))
+    return name
+
+
+class TaskQueues:
+    """Task queues declared on demand, each once per process.
+
+    A task is published to its contract's queue only once the queue exists, so
+    it waits there for a worker even when none has registered yet (a publish
+    with no queue bound would come back unroutable).
+    """
+
+    def __init__(self, channel: AbstractChannel, topology: Topology) -> None:
+        self._channel = channel
+        self._topology = topology
+        self._declared: dict[tuple[str, str], asyncio.Future[str]] = {}
+
+    def known(self, task: str, version: str) -> bool:
+        """Whether the queue of ``task@version`` was declared by this process."""
+        future = self._declared.get((task, version))
+        return future is not None and future.done() and future.exception() is None
+
+    async def ensure(self, task: str, version: str) -> str:
+        """Declare the queue of ``task@version`` unless done already; its name."""
+        key = (task, version)
+        future = self._declared.get(key)
+        if future is None:
+            # Concurrent callers for a new contract share one declaration.
+            future = asyncio.ensure_future(
+                declare_task_queue(self._channel, self._topology, task, version)
+            )
+            self._declared[key] = future
+        try:
+            return await asyncio.shield(future)
+        except Exception:
+            if self._declared.get(key) is future:
+                del self._declared[key]  # declare again next time
+            raise
+
+
+def delivery_count(message: AbstractIncomingMessage) -> int:
+    """How often RabbitMQ delivered this message before (quorum queues count it)."""
+    value = (message.headers or {}).get("x-delivery-count", 0)
+    return int(value) if isinstance(value, int | str) else 0
+
+
+def queue_kind(message: AbstractIncomingMessage) -> str:
+    """Which of Orbit's queues a message came from (``decider``, ``commands``,
+    ``control``, ``tasks``, ...): its exchange without the namespace."""
+    exchange = message.exchange or ""
+    for kind in ("decider", "commands", "control", "tasks", "dead-letter"):
+        if exchange.endswith(f".{kind}"):
+            return kind
+    return "other"
+
+
+async def park(message: AbstractIncomingMessage, reason: str) -> None:
+    """Dead-letter a message that can never be handled, and say why."""
+    log.error(
+        "parking a message in the dead-letter queue: %s",
+        reason,
+        extra={"action": "message.parked", "routing_key": message.routing_key},
+    )
+    await message.reject(requeue=False)
+    metrics.MESSAGES_PARKED.labels(queue_kind(message)).inc()
+
+
+async def give_back(message: AbstractIncomingMessage, error: BaseException) -> None:
+    """Requeue a message that failed for now; past the delivery limit it is parked.
+
+    Never raises: if the channel is gone, the broker gives the message back itself.
+    """
+    try:
+        if delivery_count(message) + 1 >= PARK_AFTER:
+            await park(message, f"failed {PARK_AFTER} times, last with {error!r}")
+        else:
+            await message.nack(requeue=True)
+    except Exception as failure:
+        log.warning(
+            "giving a message back failed (the broker redelivers it): %r",
+            failure,
+            extra={"action": "message.unsettled"},
+        )

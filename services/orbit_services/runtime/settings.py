@@ -1,0 +1,92 @@
+"""The services' settings: the SDK's (broker, namespace, logs) and everything the server adds.
+
+One class for every service, read from ``ORBIT_*`` environment variables
+(SPEC §5), so that ``orbit dev`` and a deployment of separate processes read
+the same names. A bad value stops the service at start with a message that
+names the variable, never a traceback.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from pydantic import Field, field_validator
+from pydantic_settings import NoDecode
+
+from orbit_model.decider import Limits
+from orbit_sdk.settings import ClientSettings, SettingsError, load
+from orbit_services.runtime.addresses import AllowList
+
+__all__ = ["Settings", "SettingsError", "load_settings"]
+
+
+class Settings(ClientSettings):
+    """Settings of every Orbit service."""
+
+    database_url: str = "postgresql://postgres@127.0.0.1:5432/orbit"
+    http_host: str = "127.0.0.1"
+    http_port: int = Field(8080, ge=1, le=65535)
+    http_adapter_enabled: bool = False
+    http_allow_hosts: Annotated[tuple[str, ...], NoDecode] = ()
+    """Destinations the HTTP adapter may reach although they are not public: a
+    comma-separated list of host names (``*.corp.example`` for subdomains),
+    addresses and CIDR networks (``api.internal,10.1.0.0/16,127.0.0.1``).
+    Empty: public addresses only (docs/http-steps.md)."""
+    http_max_response_bytes: int = Field(1_048_576, ge=1)
+    """Largest response body an http step reads (decoded); beyond it the step
+    fails with ``HTTP_RESPONSE_TOO_LARGE``."""
+    http_max_redirects: int = Field(10, ge=0, le=100)
+    """Redirects an http step follows; one more fails it with
+    ``HTTP_TOO_MANY_REDIRECTS``. 0: redirects are not followed."""
+    http_default_timeout_ms: int = Field(30_000, ge=1)
+    """The total time of a request whose http step sets no ``timeout``."""
+    http_adapter_concurrency: int = Field(64, ge=1, le=10_000)
+    """Requests one HTTP adapter makes at once."""
+    max_active_executions: int | None = Field(None, ge=1)
+    max_fan_out: int | None = Field(None, ge=1)
+    max_history_events: int | None = Field(None, ge=10)
+    max_payload_bytes: int | None = Field(None, ge=1)
+    metrics_port: int | None = Field(None, ge=1, le=65535)
+    """Where the services other than the gateway serve ``/metrics`` (on
+    ``http_host``); unset: they serve none. The gateway always serves it on
+    its own port."""
+    gauge_interval_ms: int = Field(10_000, ge=100)
+    """How often the timer service counts active executions, timers due and the outbox."""
+    decider_batch_size: int = Field(256, ge=1, le=10_000)
+    """Inputs one decider commits together at most."""
+
+    @field_validator("database_url")
+    @classmethod
+    def _postgres_url(cls, value: str) -> str:
+        if not value.startswith(("postgresql://", "postgres://")):
+            raise ValueError("must be a postgresql:// URL")
+        return value
+
+    @field_validator("http_allow_hosts", mode="before")
+    @classmethod
+    def _allow_hosts(cls, value: Any) -> Any:
+        entries = value.split(",") if isinstance(value, str) else value
+        if isinstance(entries, list | tuple):
+            entries = tuple(str(entry).strip() for entry in entries if str(entry).strip())
+            AllowList.parse(entries)  # a bad entry stops the service, named
+        return entries
+
+    @property
+    def http_allow_list(self) -> AllowList:
+        return AllowList.parse(self.http_allow_hosts)
+
+    @property
+    def limits(self) -> Limits:
+        return Limits(
+            max_fan_out=self.max_fan_out,
+            max_history_events=self.max_history_events,
+        )
+
+
+def load_settings(**overrides: object) -> Settings:
+    """The settings from the environment (and ``overrides``), or a readable error.
+
+    Raises:
+        SettingsError: Naming each bad variable and what is wrong with it.
+    """
+    return load(Settings, **overrides)

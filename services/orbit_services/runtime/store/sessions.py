@@ -1,0 +1,190 @@
+"""The worker registry: one ``worker_sessions`` row per registered worker process.
+
+A session is opened by a registration, kept alive by heartbeats (each one
+records the tasks the worker holds, so whoever finds the session lost knows
+which attempts became uncertain) and closed by an unregistration. Expiring
+silent sessions is the liveness service's job; here a closed or unknown
+session is an ``UNKNOWN_SESSION`` error, and the worker registers again.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import asyncpg
+
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.messages import InflightTask, RegisterWorker
+from orbit_services.runtime import metrics
+from orbit_services.runtime.store import sql
+
+DISPATCHER_BEAT_SECONDS = 1.0
+"""How often each dispatcher records that it is up."""
+DISPATCHER_SILENCE_SECONDS = 3.0
+"""A dispatcher not heard from for this long is taken as down (or a third of the
+session timeout, if that is longer: a Postgres stall of a few seconds must not
+pause expiry again and again)."""
+
+
+def dispatcher_silence(timeout_ms: int) -> float:
+    """Seconds without a beat after which a dispatcher is taken as down."""
+    return max(DISPATCHER_SILENCE_SECONDS, timeout_ms / 1000 / 3)
+
+
+@dataclass(frozen=True)
+class WorkerSession:
+    """One session as the registry holds it.
+
+    Attributes:
+        contracts: The announced contracts, each ``{task, version, input_schema,
+            output_schema}``.
+        inflight: The tasks the worker held at its last heartbeat.
+        closed_at: When it unregistered or was found lost; None while open.
+    """
+
+    session_id: str
+    worker_id: str
+    runtime: str
+    sdk: str | None
+    contracts: list[dict[str, Any]]
+    inflight: tuple[InflightTask, ...]
+    registered_at: datetime
+    last_seen: datetime
+    closed_at: datetime | None
+
+
+def unknown_session(session_id: str) -> OrbitError:
+    return OrbitError(
+        ErrorCode.UNKNOWN_SESSION,
+        f"unknown or expired worker session {session_id!r}; register again",
+    )
+
+
+def _inflight_json(inflight: Sequence[InflightTask]) -> str:
+    return json.dumps([task.model_dump(mode="json") for task in inflight])
+
+
+def _inflight_from(text: str) -> tuple[InflightTask, ...]:
+    return tuple(InflightTask.model_validate(item) for item in json.loads(text))
+
+
+class SessionRegistry:
+    """Worker sessions in Postgres; every statement comes from :mod:`.sql`."""
+
+    def __init__(self, pool: asyncpg.Pool) -> None:
+        self.pool = pool
+
+    async def open(self, request: RegisterWorker) -> str:
+        """Record a new session for ``request`` (already validated); its id."""
+        session_id = str(uuid.uuid4())
+        contracts = [contract.model_dump(mode="json") for contract in request.contracts]
+        await self.pool.execute(
+            sql.INSERT_SESSION,
+            session_id,
+            request.worker_id,
+            request.runtime.lower(),
+            request.sdk,
+            json.dumps(contracts),
+        )
+        metrics.SESSIONS_OPENED.inc()
+        return session_id
+
+    async def touch(self, session_id: str, inflight: Sequence[InflightTask]) -> None:
+        """Mark the session seen now, holding ``inflight``.
+
+        Raises:
+            OrbitError: ``UNKNOWN_SESSION`` if it was never opened or is closed.
+        """
+        found = await self.pool.fetchval(sql.TOUCH_SESSION, session_id, _inflight_json(inflight))
+        if found is None:
+            raise unknown_session(session_id)
+
+    async def inflight(self, session_id: str) -> tuple[InflightTask, ...]:
+        """The tasks an open session held at its last heartbeat.
+
+        Raises:
+            OrbitError: ``UNKNOWN_SESSION`` if it was never opened or is closed.
+        """
+        text = await self.pool.fetchval(sql.SESSION_INFLIGHT, session_id)
+        if text is None:
+            raise unknown_session(session_id)
+        return _inflight_from(text)
+
+    async def close(self, session_id: str) -> tuple[InflightTask, ...]:
+        """Close an open session; the tasks it held at its last heartbeat.
+
+        Raises:
+            OrbitError: ``UNKNOWN_SESSION`` if it was never opened or is closed.
+        """
+        text = await self.pool.fetchval(sql.CLOSE_SESSION, session_id)
+        if text is None:
+            raise unknown_session(session_id)
+        metrics.SESSIONS_CLOSED.inc()
+        return _inflight_from(text)
+
+    async def expire(
+        self, timeout_ms: int, report: Callable[[list[tuple[str, InflightTask]]], Awaitable[None]]
+    ) -> int:
+        """Close every session silent for over ``timeout_ms``; how many.
+
+        Nothing expires unless a dispatcher (one that beat within
+        :func:`dispatcher_silence`) has been up for longer than the timeout:
+        workers' heartbeats reach Postgres through a dispatcher.
+        ``report`` is given (worker_id, task) for each task those sessions held
+        and runs inside the transaction: if it fails, the sessions stay open
+        and are expired again on the next pass, so no lost task goes unreported.
+        """
+        async with self.pool.acquire() as connection, connection.transaction():
+            rows = await connection.fetch(
+                sql.EXPIRE_SESSIONS, timeout_ms / 1000, dispatcher_silence(timeout_ms)
+            )
+            lost = [
+                (row["worker_id"], task) for row in rows for task in _inflight_from(row["inflight"])
+            ]
+            if lost:
+                await report(lost)
+        metrics.SESSIONS_EXPIRED.inc(len(rows))
+        return len(rows)
+
+    async def dispatcher_beat(self, dispatcher_id: str, timeout_ms: int) -> None:
+        """Record that the dispatcher ``dispatcher_id`` is up (every
+        :data:`DISPATCHER_BEAT_SECONDS`), given the session timeout it serves."""
+        await self.pool.execute(
+            sql.DISPATCHER_BEAT,
+            dispatcher_id,
+            dispatcher_silence(timeout_ms),
+            timeout=DISPATCHER_BEAT_SECONDS,
+        )
+
+    async def online(self) -> int:
+        """How many sessions are open."""
+        return int(await self.pool.fetchval(sql.COUNT_OPEN_SESSIONS))
+
+    async def heartbeat_of(self, token: str) -> int | None:
+        """When the task of delivery ``token`` last heartbeated (epoch ms); None if no
+        worker holds it."""
+        value = await self.pool.fetchval(sql.DELIVERY_HEARTBEAT, token)
+        return None if value is None else int(value)
+
+    async def sessions(self) -> list[WorkerSession]:
+        """Open sessions and those closed within the last hour, by worker."""
+        rows = await self.pool.fetch(sql.LIST_SESSIONS)
+        return [
+            WorkerSession(
+                session_id=row["session_id"],
+                worker_id=row["worker_id"],
+                runtime=row["runtime"],
+                sdk=row["sdk"],
+                contracts=json.loads(row["contracts"]),
+                inflight=_inflight_from(row["inflight"]),
+                registered_at=row["registered_at"],
+                last_seen=row["last_seen"],
+                closed_at=row["closed_at"],
+            )
+            for row in rows
+        ]
