@@ -31,7 +31,7 @@ from bench import workflows
 from orbit_model.topology import Topology
 from orbit_sdk import OrbitClient
 from orbit_services.runtime.settings import Settings, load_settings
-from orbit_services.runtime.store.migrate import migrate
+from orbit_services.store.migrate import migrate
 
 SERVICES = ("decider", "dispatcher", "timer", "gateway")
 ROOT = Path(__file__).resolve().parent.parent

@@ -45,7 +45,7 @@ def _say(line: str) -> None:
 def migrate() -> None:
     """Create the database if needed and apply every migration not yet applied."""
     from orbit_sdk.cli.common import run  # noqa: PLC0415
-    from orbit_services.runtime.store.migrate import migrate as run_migrations  # noqa: PLC0415
+    from orbit_services.store.migrate import migrate as run_migrations  # noqa: PLC0415
 
     settings = _settings()
 

@@ -21,7 +21,7 @@ from orbit_sdk.lifecycle import Service, run_until_stopped
 from orbit_sdk.worker import Worker
 from orbit_services.runner import START_ORDER, build
 from orbit_services.runtime.settings import Settings
-from orbit_services.runtime.store.migrate import migrate
+from orbit_services.store.migrate import migrate
 
 Say = Callable[[str], None]
 

@@ -18,7 +18,7 @@ from orbit_model.inputs import start_execution
 from orbit_model.messages import TaskResult, Wake
 from orbit_model.state import replay
 from orbit_services.decider.deciding import Deciding
-from orbit_services.runtime.store import Append, AppendConflict, EventStore
+from orbit_services.store import Append, AppendConflict, EventStore
 from tests.integration.conftest import OrbitEnv
 
 from .workflows import THREE_STEPS

@@ -17,7 +17,7 @@ from typing import Any
 
 from orbit_model.events import StepSucceeded, WorkflowCompleted
 from orbit_sdk import TaskContext, task
-from orbit_services.runtime.store import EventStore
+from orbit_services.store import EventStore
 from tests.e2e.stack import running_stack
 from tests.integration.conftest import OrbitEnv
 from tests.integration.eventually import eventually

@@ -18,7 +18,7 @@ import pytest
 from orbit_model.events import StepAttemptUncertain, StepSucceeded
 from orbit_sdk import TaskContext, Worker, task
 from orbit_services.runtime.settings import Settings
-from orbit_services.runtime.store import EventStore
+from orbit_services.store import EventStore
 from tests.e2e.stack import Stack, running_stack
 from tests.integration.conftest import OrbitEnv
 from tests.integration.eventually import eventually

@@ -15,8 +15,9 @@ from typing import Any
 
 from orbit_model.events import TimerFired, TimerStarted
 from orbit_sdk import TaskContext, TaskError, task
-from orbit_services.runtime.store import EventStore
+from orbit_services.store import EventStore
 from orbit_services.timer.service import TimerService
+from tests.database import Database
 from tests.e2e.stack import running_stack
 from tests.integration.conftest import OrbitEnv
 from tests.integration.eventually import eventually
@@ -143,7 +144,9 @@ async def test_a_killed_timer_service_fires_each_pending_timer_once(orbit_env: O
             await _start_all(stack, "sleeper", ids)
 
             async def pending() -> int:
-                return int(await store.pool.fetchval("SELECT count(*) FROM timers"))
+                return int(
+                    await Database(settings.database_url).fetchval("SELECT count(*) FROM timers")
+                )
 
             # No timer service yet: all 1,000 timers wait in the table.
             await eventually(pending, lambda n: n == len(ids), timeout=30, what="every timer")

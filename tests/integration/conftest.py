@@ -23,7 +23,7 @@ import pytest
 from orbit_model.topology import Topology
 from orbit_services.runtime import broker
 from orbit_services.runtime.settings import Settings, load_settings
-from orbit_services.runtime.store.migrate import migrate, migrations
+from orbit_services.store.migrate import migrate, migrations
 
 from .services import ServiceUrls, service_urls
 

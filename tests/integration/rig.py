@@ -22,7 +22,8 @@ from orbit_model.topology import Topology
 from orbit_services.decider.service import DeciderService
 from orbit_services.runtime.broker import declare_task_queue, declare_topology
 from orbit_services.runtime.settings import Settings
-from orbit_services.runtime.store import Append, EventStore
+from orbit_services.store import Append, EventStore
+from tests.database import Database
 
 from .eventually import eventually
 
@@ -33,6 +34,7 @@ class Rig:
     channel: AbstractChannel
     topology: Topology
     decider: DeciderService
+    database: Database
 
     async def start(self, definition: Definition, execution_id: str, input: object) -> None:
         event = start_execution(definition.ir, definition.hash, execution_id, input)
@@ -75,7 +77,7 @@ async def decider_rig(settings: Settings, topology: Topology) -> AsyncIterator[R
     decider = DeciderService(settings)
     await decider.start()
     try:
-        yield Rig(store, channel, topology, decider)
+        yield Rig(store, channel, topology, decider, Database(settings.database_url))
     finally:
         await decider.stop()
         await connection.close()

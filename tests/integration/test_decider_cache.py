@@ -17,7 +17,7 @@ from orbit_model.inputs import accept_cancel, start_execution
 from orbit_model.messages import DeliveryLost, TaskResult, TimerDue, Wake
 from orbit_model.state import evolve, replay
 from orbit_services.decider.deciding import Deciding
-from orbit_services.runtime.store import Append, EventStore
+from orbit_services.store import Append, EventStore
 
 from .conftest import OrbitEnv
 

@@ -54,7 +54,8 @@ from orbit_sdk.amqp_client import AmqpClient
 from orbit_sdk.rpc import Requester
 from orbit_services.dispatcher.service import DispatcherService
 from orbit_services.runtime.broker import declare_task_queue, declare_topology
-from orbit_services.runtime.store import Append, EventStore
+from orbit_services.store import Append, EventStore
+from tests.database import Database
 
 from .conftest import OrbitEnv
 from .eventually import eventually
@@ -126,6 +127,10 @@ class Harness:
     inbox: list[Any]
     """Everything that reached the decider's partition queues."""
     dispatcher: DispatcherService
+
+    @property
+    def database(self) -> Database:
+        return Database(self.env.settings.database_url)
 
     @property
     def topology(self) -> Topology:
@@ -201,7 +206,7 @@ class Harness:
         return count
 
     async def session_row(self, session_id: str) -> asyncpg.Record | None:
-        return await self.store.pool.fetchrow(
+        return await self.database.fetchrow(
             "SELECT * FROM worker_sessions WHERE session_id = $1", session_id
         )
 
@@ -309,7 +314,7 @@ async def test_registrations_orbit_cannot_serve_are_refused(
     )
     assert isinstance(reply, ControlError)
     assert reply.error.code == code
-    assert await harness.store.pool.fetchval("SELECT count(*) FROM worker_sessions") == 0
+    assert await harness.database.fetchval("SELECT count(*) FROM worker_sessions") == 0
 
 
 async def test_orbit_s_own_runtime_registers_the_built_in_http_task(harness: Harness) -> None:
@@ -552,7 +557,7 @@ async def test_a_worker_whose_session_expired_registers_again(
     worker = await start(running, harness.worker(echo))
     first = worker.session_id
     # As the liveness service does when it finds a session silent for too long.
-    await harness.store.pool.execute(
+    await harness.database.execute(
         "UPDATE worker_sessions SET closed_at = now() WHERE session_id = $1", first
     )
     await eventually(lambda: _value(worker.session_id != first), what="a new session")

@@ -55,10 +55,10 @@ from orbit_services.gateway import GatewayService, create_app
 from orbit_services.gateway.executions import Executions
 from orbit_services.gateway.service import broker_ready
 from orbit_services.runtime.broker import declare_topology
-from orbit_services.runtime.outbox import OutboxRelay
 from orbit_services.runtime.settings import Settings
-from orbit_services.runtime.store import Append, EventStore
-from orbit_services.runtime.store.sessions import SessionRegistry
+from orbit_services.store import Append, DefinitionRow, EventStore
+from orbit_services.store.outbox import OutboxRelay
+from tests.database import Database
 
 from .conftest import OrbitEnv
 
@@ -76,6 +76,10 @@ class Gateway:
     executions: Executions
     channel: AbstractChannel
     env: OrbitEnv
+
+    @property
+    def database(self) -> Database:
+        return Database(self.env.settings.database_url)
 
     @property
     def store(self) -> EventStore:
@@ -112,7 +116,7 @@ async def running(env: OrbitEnv, settings: Settings) -> AsyncIterator[Gateway]:
         channel = await open_channel(connection)
         await declare_topology(channel, env.topology)
         executions = Executions(
-            store, OutboxRelay(store, Publisher(channel)), env.topology, settings
+            store, OutboxRelay(store.outbox, Publisher(channel)), env.topology, settings
         )
         app = create_app(
             executions, {"postgres": store.ping, "rabbitmq": lambda: broker_ready(connection)}
@@ -343,8 +347,8 @@ async def test_a_start_wakes_the_deciders_partition(gateway: Gateway) -> None:
     message = await _next_message(queue)
     assert decode_decider_input(message.body) == Wake(execution_id="wake-me")
     # Published rows are deleted with the next append, or by the sweeper's flush.
-    assert await gateway.store.flush_published() == 1
-    assert await gateway.store.pool.fetchval("SELECT count(*) FROM outbox") == 0
+    assert await gateway.store.outbox.flush_published() == 1
+    assert await gateway.database.fetchval("SELECT count(*) FROM outbox") == 0
 
 
 # -- signals, cancel, queries --------------------------------------------------
@@ -393,8 +397,8 @@ async def test_concurrent_signals_each_get_their_own_seq(gateway: Gateway) -> No
     assert sorted(r.json()["seq"] for r in responses) == list(range(2, 8))
     events = await gateway.store.read_events(order)
     assert [e.event.type for e in events[1:]] == ["SignalReceived"] * 6
-    await gateway.store.flush_published()
-    wakes = await gateway.store.pool.fetchval("SELECT count(*) FROM outbox")
+    await gateway.store.outbox.flush_published()
+    wakes = await gateway.database.fetchval("SELECT count(*) FROM outbox")
     assert wakes == 0  # each append's wake was published (and deleted)
 
 
@@ -593,7 +597,7 @@ async def test_waiting_answers_at_the_timeout(gateway: Gateway) -> None:
 
 
 async def test_workers_are_grouped_with_their_live_sessions(gateway: Gateway) -> None:
-    sessions = SessionRegistry(gateway.store.pool)
+    sessions = gateway.store.sessions
     contract = {"task": "greet", "version": "1", "input_schema": {"type": "object"}}
     request = RegisterWorker(worker_id="billing-1", sdk="orbit-python/0.1", contracts=(contract,))
     live = await sessions.open(request)
@@ -638,11 +642,16 @@ async def test_health_and_readiness(gateway: Gateway, orbit_env: OrbitEnv) -> No
 async def test_unexpected_errors_are_a_500_without_a_traceback(
     gateway: Gateway, orbit_env: OrbitEnv, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = await EventStore.connect(orbit_env.settings.database_url, min_size=1, max_size=1)
-    await store.close()  # every query now fails in the driver
+    class Broken(EventStore):
+        async def list_definitions(self) -> list[DefinitionRow]:
+            raise RuntimeError("a bug, not an input")
+
+    store = await Broken.connect(orbit_env.settings.database_url, min_size=1, max_size=1)
+    await store.close()  # and every query now fails: Postgres is unavailable
     relay = gateway.executions.relay
     app = create_app(Executions(store, relay, orbit_env.topology, orbit_env.settings))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+        assert error_of(await c.get("/v1/workers"))[:2] == (503, "UNAVAILABLE")
         response = await c.get("/v1/definitions")
         assert error_of(response)[:2] == (500, "INTERNAL")
         assert "Traceback" not in response.text

@@ -6,15 +6,16 @@ import asyncio
 from collections.abc import Sequence
 from pathlib import Path
 
-import asyncpg
 import pytest
 
 from orbit_model import compile_definition
+from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.events import CancelRequested
 from orbit_model.inputs import start_execution
 from orbit_model.state import evolve, replay
-from orbit_services.runtime.store import Append, AppendConflict, EventStore, OutboxMessage
-from orbit_services.runtime.store.group_commit import GroupCommit
+from orbit_services.store import Append, AppendConflict, EventStore, OutboxMessage
+from orbit_services.store.group_commit import GroupCommit
+from tests.database import Database
 
 from .conftest import OrbitEnv
 
@@ -50,7 +51,7 @@ async def test_appends_arriving_together_share_a_transaction_and_keep_their_rows
         results = await asyncio.gather(*(commits.append(a) for a in appends))
         assert store.transactions == 1  # all 50 in one
         for append, ids in zip(appends, results, strict=True):
-            rows = await store.pool.fetch(
+            rows = await Database(orbit_env.settings.database_url).fetch(
                 "SELECT body FROM outbox WHERE id = ANY($1::bigint[]) ORDER BY id", ids
             )
             assert [bytes(r["body"]) for r in rows] == [m.body for m in append.outbox]
@@ -102,7 +103,9 @@ async def test_an_append_that_cannot_be_written_fails_only_its_own_caller(
             commits.append(_start("good-2")),
             return_exceptions=True,
         )
-        assert isinstance(results[1], asyncpg.PostgresError), results[1]
+        # The store translates the driver's refusal: a value it cannot store.
+        assert isinstance(results[1], OrbitError), results[1]
+        assert results[1].code == ErrorCode.INVALID_REQUEST
         assert not isinstance(results[0], BaseException)
         assert not isinstance(results[2], BaseException)
         assert await store.execution("good-1") is not None

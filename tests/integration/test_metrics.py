@@ -16,8 +16,10 @@ import httpx
 from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
+from orbit_model.errors import OrbitError
 from orbit_sdk import TaskContext, TaskError, task
-from orbit_services.runtime.store import EventStore
+from orbit_services.store import EventStore
+from orbit_services.store.pool import APPLICATION_NAME
 from tests.e2e.stack import free_port, running_stack
 from tests.integration.conftest import OrbitEnv
 from tests.integration.eventually import eventually
@@ -202,7 +204,7 @@ async def test_a_lost_postgres_connection_is_counted_and_so_is_the_reconnect(
     recycling = await EventStore.connect(url, min_size=1, max_size=1, max_queries=2)
     for _ in range(5):
         await recycling.ping()
-    await recycling.pool.expire_connections()
+    await recycling.expire_connections()
     await recycling.ping()
     await recycling.close()
     await asyncio.sleep(0.05)  # termination listeners run soon after, not at once
@@ -211,9 +213,14 @@ async def test_a_lost_postgres_connection_is_counted_and_so_is_the_reconnect(
 
     store = await EventStore.connect(url, min_size=1, max_size=1)
     try:
-        pid = await store.pool.fetchval("SELECT pg_backend_pid()")
+        await store.ping()  # its one connection is open
         killer = await asyncpg.connect(orbit_env.settings.database_url)
         try:
+            pid = await killer.fetchval(
+                "SELECT pid FROM pg_stat_activity"
+                " WHERE datname = current_database() AND application_name = $1",
+                APPLICATION_NAME,
+            )
             assert await killer.fetchval("SELECT pg_terminate_backend($1)", pid)
         finally:
             await killer.close()
@@ -226,7 +233,9 @@ async def test_a_lost_postgres_connection_is_counted_and_so_is_the_reconnect(
         async def ping() -> bool:
             try:
                 await store.ping()
-            except (asyncpg.InterfaceError, asyncpg.PostgresConnectionError, OSError):
+            except OrbitError as error:
+                if error.code != "UNAVAILABLE":
+                    raise  # anything but "not back yet" fails the test
                 return False
             return True
 

@@ -16,8 +16,9 @@ from orbit_model.state import replay
 from orbit_sdk.amqp import Publisher, open_channel
 from orbit_sdk.amqp import connect as connect_broker
 from orbit_services.runtime.broker import declare_topology
-from orbit_services.runtime.outbox import OutboxRelay
-from orbit_services.runtime.store import Append, AppendConflict, EventStore, OutboxMessage
+from orbit_services.store import Append, AppendConflict, EventStore, OutboxMessage
+from orbit_services.store.outbox import OutboxRelay
+from tests.database import Database
 
 from .conftest import OrbitEnv
 from .eventually import eventually
@@ -33,7 +34,7 @@ async def _relay(orbit_env: OrbitEnv) -> AsyncIterator[tuple[EventStore, OutboxR
     try:
         channel = await open_channel(connection)
         await declare_topology(channel, orbit_env.topology)
-        yield store, OutboxRelay(store, Publisher(channel), grace_seconds=5)
+        yield store, OutboxRelay(store.outbox, Publisher(channel), grace_seconds=5)
     finally:
         await connection.close()
         await store.close()
@@ -41,8 +42,8 @@ async def _relay(orbit_env: OrbitEnv) -> AsyncIterator[tuple[EventStore, OutboxR
 
 async def test_the_sweep_publishes_rows_left_behind(orbit_env: OrbitEnv) -> None:
     topology = orbit_env.topology
-    async with _relay(orbit_env) as (store, relay):
-        async with store.pool.acquire() as db:
+    async with _relay(orbit_env) as (_, relay):
+        async with Database(orbit_env.settings.database_url).connection() as db:
             await db.execute(
                 "INSERT INTO outbox (exchange, routing_key, body, headers, created_at) VALUES"
                 " ($1, 'command', 'left behind', '{\"traceparent\": \"00-ab-cd-01\"}',"
@@ -57,8 +58,9 @@ async def test_the_sweep_publishes_rows_left_behind(orbit_env: OrbitEnv) -> None
         assert await relay.sweep_once() == 1
         # A second relay has nothing left to take; the stuck row waits, the fresh one too.
         assert await relay.sweep_once() == 0
-        async with store.pool.acquire() as db:
-            left = await db.fetch("SELECT body FROM outbox ORDER BY id")
+        left = await Database(orbit_env.settings.database_url).fetch(
+            "SELECT body FROM outbox ORDER BY id"
+        )
         assert [bytes(row["body"]) for row in left] == [b"stuck", b"too fresh"]
 
         reading = await aio_pika.connect(orbit_env.settings.amqp_url)
@@ -87,7 +89,8 @@ async def test_published_rows_go_with_the_next_append_not_a_transaction_of_their
         await relay.publish_committed(ids, [message])
 
         async def rows() -> list[int]:
-            return [r["id"] for r in await store.pool.fetch("SELECT id FROM outbox")]
+            database = Database(orbit_env.settings.database_url)
+            return [r["id"] for r in await database.fetch("SELECT id FROM outbox")]
 
         assert await rows() == ids  # published, not deleted yet
         second = start_execution(HELLO.ir, HELLO.hash, "o-2", {})
@@ -99,5 +102,5 @@ async def test_published_rows_go_with_the_next_append_not_a_transaction_of_their
         with pytest.raises(AppendConflict):
             await store.append([Append("o-2", 0, [second], replay([second]))])  # taken
         assert await rows() == ids
-        assert await store.flush_published() == 1
+        assert await store.outbox.flush_published() == 1
         assert await rows() == []

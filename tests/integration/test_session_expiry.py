@@ -8,8 +8,8 @@ expiring them all would redeliver every task in flight.
 from __future__ import annotations
 
 from orbit_model.messages import ContractAnnouncement, InflightTask, RegisterWorker
-from orbit_services.runtime.store import EventStore
-from orbit_services.runtime.store.sessions import SessionRegistry
+from orbit_services.store import EventStore
+from tests.database import Database
 
 from .conftest import OrbitEnv
 
@@ -21,12 +21,13 @@ async def test_silent_sessions_expire_only_with_a_dispatcher_up_long_enough(
 ) -> None:
     store = await EventStore.connect(orbit_env.settings.database_url)
     try:
-        registry = SessionRegistry(store.pool)
+        registry = store.sessions
+        database = Database(orbit_env.settings.database_url)
         request = RegisterWorker(
             worker_id="w-silent", contracts=(ContractAnnouncement(task="t", version="1"),)
         )
         session_id = await registry.open(request)
-        await store.pool.execute(
+        await database.execute(
             "UPDATE worker_sessions SET last_seen = now() - interval '1 minute',"
             ' inflight = \'[{"execution_id": "e-1", "token": "e-1:a:1"}]\''
             " WHERE session_id = $1",
@@ -43,7 +44,7 @@ async def test_silent_sessions_expire_only_with_a_dispatcher_up_long_enough(
         await registry.dispatcher_beat("d-1", TIMEOUT_MS)
         assert await registry.expire(TIMEOUT_MS, report) == 0
         # Up for longer than the timeout, but silent since: taken as down.
-        await store.pool.execute(
+        await database.execute(
             "UPDATE dispatchers SET up_since = now() - interval '1 minute',"
             " seen_at = now() - interval '10 seconds'"
         )
@@ -52,7 +53,7 @@ async def test_silent_sessions_expire_only_with_a_dispatcher_up_long_enough(
         await registry.dispatcher_beat("d-1", TIMEOUT_MS)
         assert await registry.expire(TIMEOUT_MS, report) == 0
         # Up and beating for longer than the timeout: the silent session expires.
-        await store.pool.execute("UPDATE dispatchers SET up_since = now() - interval '1 minute'")
+        await database.execute("UPDATE dispatchers SET up_since = now() - interval '1 minute'")
         await registry.dispatcher_beat("d-1", TIMEOUT_MS)
         assert await registry.expire(TIMEOUT_MS, report) == 1
         assert reported == [("w-silent", InflightTask(execution_id="e-1", token="e-1:a:1"))]

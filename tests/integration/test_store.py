@@ -15,8 +15,9 @@ from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.events import CancelRequested
 from orbit_model.inputs import start_execution
 from orbit_model.state import evolve, replay
-from orbit_services.runtime.store import Append, AppendConflict, EventStore, OutboxMessage
-from orbit_services.runtime.store.migrate import migrate, migrations
+from orbit_services.store import Append, AppendConflict, EventStore, OutboxMessage
+from orbit_services.store.migrate import migrate, migrations
+from tests.database import Database
 
 from .conftest import OrbitEnv
 
@@ -82,7 +83,9 @@ async def test_appends_are_gapless_and_update_the_execution_row(store: EventStor
     assert (row.status, row.last_seq, row.input) == ("running", len(stored), {"name": "ada"})
 
 
-async def test_a_stale_append_conflicts_and_writes_nothing(store: EventStore) -> None:
+async def test_a_stale_append_conflicts_and_writes_nothing(
+    store: EventStore, orbit_env: OrbitEnv
+) -> None:
     await store.register_definition(HELLO)
     first = _created("e-3")
     await store.append([first, _created("e-4")])
@@ -97,8 +100,8 @@ async def test_a_stale_append_conflicts_and_writes_nothing(store: EventStore) ->
             ]
         )
     assert [e.seq for e in await store.read_events("e-4")] == [1]
-    async with store.pool.acquire() as connection:
-        assert await connection.fetchval("SELECT count(*) FROM outbox") == 0
+    database = Database(orbit_env.settings.database_url)
+    assert await database.fetchval("SELECT count(*) FROM outbox") == 0
 
 
 async def test_concurrent_appenders_one_wins_per_seq(store: EventStore) -> None:

@@ -12,7 +12,7 @@ from orbit_model import compile_definition
 from orbit_model.events import TaskFailure
 from orbit_model.messages import TaskResult
 from orbit_services.decider.service import DeciderService
-from orbit_services.runtime.store import EventStore
+from orbit_services.store.timers import LISTENER_NAME
 from orbit_services.timer import service as timer_module
 from orbit_services.timer.service import TimerService
 
@@ -69,8 +69,7 @@ async def test_a_sleep_and_a_retry_fire_on_time(rig: Rig, timer: TimerService) -
     await rig.send(TaskResult(execution_id="s-1", token=second.token, output="done"))
     await eventually(lambda: rig.status("s-1"), lambda s: s == "completed")
     assert timer.fired == 2
-    async with rig.store.pool.acquire() as connection:
-        assert await connection.fetchval("SELECT count(*) FROM timers") == 0
+    assert await rig.database.fetchval("SELECT count(*) FROM timers") == 0
 
 
 async def test_the_timers_table_follows_the_state(rig: Rig, orbit_env: OrbitEnv) -> None:
@@ -79,8 +78,7 @@ async def test_the_timers_table_follows_the_state(rig: Rig, orbit_env: OrbitEnv)
     await rig.start(SLEEPY, "s-2", None)
 
     async def timers() -> list[tuple[str, int]]:
-        store: EventStore = rig.store
-        rows = await store.pool.fetch("SELECT key, due_at FROM timers WHERE execution_id = 's-2'")
+        rows = await rig.database.fetch("SELECT key, due_at FROM timers WHERE execution_id = 's-2'")
         return [(row["key"], row["due_at"]) for row in rows]
 
     rows = await eventually(timers, what="the sleep's timer")
@@ -121,19 +119,21 @@ async def test_a_nearer_timer_wakes_the_service_at_once(
 async def test_a_lost_listen_connection_is_opened_again(
     rig: Rig, orbit_env: OrbitEnv, unpolled_timer: TimerService
 ) -> None:
-    service = unpolled_timer
-    lost = service._listener
-    assert lost is not None
     killer = await asyncpg.connect(orbit_env.settings.database_url)
+    listeners = (
+        "SELECT pid FROM pg_stat_activity"
+        " WHERE datname = current_database() AND application_name = $1"
+    )
     try:
-        assert await killer.fetchval("SELECT pg_terminate_backend($1)", lost.get_server_pid())
+        [lost] = [row["pid"] for row in await killer.fetch(listeners, LISTENER_NAME)]
+        assert await killer.fetchval("SELECT pg_terminate_backend($1)", lost)
+
+        async def listening_again() -> bool:
+            pids = [row["pid"] for row in await killer.fetch(listeners, LISTENER_NAME)]
+            return len(pids) == 1 and pids[0] != lost
+
+        await eventually(listening_again, what="a new LISTEN connection")
     finally:
         await killer.close()
-
-    async def listening_again() -> bool:
-        current = service._listener
-        return current is not None and current is not lost and not current.is_closed()
-
-    await eventually(listening_again, what="a new LISTEN connection")
     # Only a notification on the new connection can wake the service in time.
     await _sleep_fires_within(rig, "s-4", 1.5)

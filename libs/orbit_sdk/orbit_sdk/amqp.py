@@ -23,7 +23,7 @@ from aio_pika.abc import AbstractChannel, AbstractRobustConnection
 from pamqp.commands import Basic
 from yarl import URL
 
-from orbit_model.errors import unreachable
+from orbit_model.errors import ErrorCode, OrbitError, unreachable
 
 Callback = Callable[[], None]
 
@@ -110,9 +110,10 @@ class Publisher:
     It hands each publish to the channel's aiormq channel with the AMQP
     properties built directly: aio-pika's ``Message`` and ``Exchange`` layer
     added a third to the client's CPU per message. The guarantees are the
-    same: a confirm is awaited, a nack raises ``DeliveryError``, and an
-    unroutable mandatory message raises ``PublishError`` (the channel is opened
-    with ``on_return_raises``).
+    same: a confirm is awaited, and a nack or an unroutable mandatory message
+    (the channel is opened with ``on_return_raises``) is an error. Every
+    failure is an ``UNAVAILABLE`` :class:`~orbit_model.errors.OrbitError`
+    (the driver's error is its cause), saying what the broker refused.
 
     Args:
         channel: A channel of :func:`open_channel`.
@@ -140,16 +141,32 @@ class Publisher:
             headers=headers,
         )
         if self.channel.is_closed:
-            raise aiormq.exceptions.ChannelInvalidStateError(f"{self.channel!r} is closed")
-        channel = await self.channel.get_underlay_channel()
-        await channel.basic_publish(
-            body,
-            exchange=exchange,
-            routing_key=routing_key,
-            properties=properties,
-            # The default exchange (direct replies) routes by queue name: no return.
-            mandatory=exchange != "",
-        )
+            raise OrbitError(ErrorCode.UNAVAILABLE, "the channel to RabbitMQ is closed")
+        try:
+            channel = await self.channel.get_underlay_channel()
+            await channel.basic_publish(
+                body,
+                exchange=exchange,
+                routing_key=routing_key,
+                properties=properties,
+                # The default exchange (direct replies) routes by queue name: no return.
+                mandatory=exchange != "",
+            )
+        except aiormq.exceptions.ChannelNotFoundEntity as error:
+            raise OrbitError(
+                ErrorCode.UNAVAILABLE,
+                f"exchange {exchange!r} does not exist: has Orbit ever run in this namespace?",
+            ) from error
+        except aiormq.exceptions.DeliveryError as error:
+            raise OrbitError(
+                ErrorCode.UNAVAILABLE,
+                f"RabbitMQ did not take a message for {exchange!r} with key {routing_key!r}"
+                " (nothing is bound to it, or it was refused)",
+            ) from error
+        except (aiormq.exceptions.AMQPError, aiormq.exceptions.ChannelInvalidStateError) as error:
+            raise OrbitError(
+                ErrorCode.UNAVAILABLE, f"publishing to RabbitMQ failed: {error!r}"
+            ) from error
         _report(COUNTERS.published)
 
     async def publish_many(self, messages: Iterable[Outgoing]) -> None:

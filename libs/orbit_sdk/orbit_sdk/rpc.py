@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-import aio_pika
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
 from orbit_model.errors import ErrorCode, OrbitError
@@ -61,25 +60,15 @@ class Requester:
         future: asyncio.Future[bytes] = asyncio.get_running_loop().create_future()
         self._waiting[correlation_id] = future
         try:
-            try:
-                await self._publisher.publish(
-                    exchange,
-                    routing_key,
-                    body,
-                    correlation_id=correlation_id,
-                    reply_to=REPLY_TO,
-                    persistent=False,
-                )
-            except aio_pika.exceptions.ChannelNotFoundEntity:
-                raise OrbitError(
-                    ErrorCode.UNAVAILABLE,
-                    f"exchange {exchange!r} does not exist: has Orbit ever run in this namespace?",
-                ) from None
-            except aio_pika.exceptions.DeliveryError:
-                raise OrbitError(
-                    ErrorCode.UNAVAILABLE,
-                    f"nothing is bound to {exchange!r} with key {routing_key!r}",
-                ) from None
+            # A missing exchange, or nothing bound to it, is UNAVAILABLE already.
+            await self._publisher.publish(
+                exchange,
+                routing_key,
+                body,
+                correlation_id=correlation_id,
+                reply_to=REPLY_TO,
+                persistent=False,
+            )
             try:
                 return await asyncio.wait_for(future, timeout)
             except TimeoutError:

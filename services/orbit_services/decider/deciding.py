@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -60,8 +59,7 @@ from orbit_services.runtime import metrics
 from orbit_services.runtime.broker import TaskQueues
 from orbit_services.runtime.clock import epoch_ms
 from orbit_services.runtime.settings import Settings
-from orbit_services.runtime.store import Append, AppendConflict, EventStore, OutboxMessage
-from orbit_services.runtime.store.sessions import SessionRegistry
+from orbit_services.store import Append, AppendConflict, EventStore, OutboxMessage, StateCache
 
 log = logging.getLogger("orbit.decider")
 
@@ -75,37 +73,6 @@ class Committed:
     outbox_ids: list[int]
     messages: list[OutboxMessage]
     events: int
-
-
-class _StateCache:
-    """The latest known state of recently seen executions, least recently used dropped first."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self._states: OrderedDict[str, ExecutionState] = OrderedDict()
-
-    def get(self, execution_id: str) -> ExecutionState | None:
-        state = self._states.get(execution_id)
-        if state is not None:
-            self._states.move_to_end(execution_id)
-        return state
-
-    def put(self, execution_id: str, state: ExecutionState) -> None:
-        if state.terminal:
-            # A finished execution takes no more decisions: keep memory for live ones.
-            self._states.pop(execution_id, None)
-            return
-        self._states[execution_id] = state
-        self._states.move_to_end(execution_id)
-        while len(self._states) > self.capacity:
-            self._states.popitem(last=False)
-
-    def drop(self, execution_ids: Sequence[str]) -> None:
-        for execution_id in execution_ids:
-            self._states.pop(execution_id, None)
-
-    def __len__(self) -> int:
-        return len(self._states)
 
 
 class Deciding:
@@ -126,9 +93,7 @@ class Deciding:
         self.topology = topology
         self.settings = settings
         self.clock = clock
-        self.states = _StateCache(cache_size)
-        self._definitions: dict[str, WorkflowIR] = {}
-        self.sessions = SessionRegistry(store.pool)
+        self.states = StateCache(store, cache_size, keep_terminal=False)
         self.step_clock = StepClock()
         """Counts the committed events and times attempts (orbit_services.decider.step_clock)."""
         self.spans = spans
@@ -170,7 +135,7 @@ class Deciding:
                 if not any(isinstance(item, Wake) for item in items)
                 and self.states.get(execution_id) is not None
             }
-            states = await self._load(list(groups), trusted)
+            states = await self.states.current(list(groups), trusted)
             now = self.clock()
             appends: list[Append] = []
             self._contracts.clear()
@@ -183,7 +148,7 @@ class Deciding:
                 elif append is not None:
                     appends.append(append)
             if unsure:
-                states.update(await self._load(unsure, trusted=set()))
+                states.update(await self.states.current(unsure))
                 for execution_id in unsure:
                     append = await self._plan(
                         execution_id, states[execution_id], groups[execution_id], now
@@ -216,7 +181,7 @@ class Deciding:
                     states[append.execution_id],
                     append.state,
                     append.events,
-                    self._definitions.get(append.state.definition_hash),
+                    await self._definition(append.state.definition_hash),
                 )
                 if self.spans is not None:
                     self.spans.committed(states[append.execution_id], append.state, append.events)
@@ -233,38 +198,9 @@ class Deciding:
             if not self.task_queues.known(task, version):
                 await self.task_queues.ensure(task, version)
 
-    # -- loading -----------------------------------------------------------------
-
-    async def _load(self, execution_ids: list[str], trusted: set[str]) -> dict[str, ExecutionState]:
-        """The state of each execution: its cached state if it is ``trusted`` (and
-        cached), else its cached state brought up to date from the history (one
-        query for all)."""
-        known = {execution_id: self.states.get(execution_id) for execution_id in execution_ids}
-        states: dict[str, ExecutionState] = {}
-        after: dict[str, int] = {}
-        for execution_id, state in known.items():
-            if state is not None and execution_id in trusted:
-                states[execution_id] = state
-            else:
-                after[execution_id] = state.last_seq if state else 0
-        new_events = await self.store.read_new_events(after) if after else {}
-        for execution_id in after:
-            state = known[execution_id]
-            events = new_events[execution_id]
-            current = state or ExecutionState()
-            for event in events:
-                current = evolve(current, event)
-            states[execution_id] = current
-        return states
-
     async def _definition(self, definition_hash: str) -> WorkflowIR | None:
-        ir = self._definitions.get(definition_hash)
-        if ir is None:
-            definition = await self.store.definition_by_hash(definition_hash)
-            if definition is None:
-                return None
-            ir = self._definitions[definition_hash] = definition.ir
-        return ir
+        definition = await self.store.definition_by_hash(definition_hash)
+        return None if definition is None else definition.ir
 
     # -- deciding ----------------------------------------------------------------
 
@@ -299,7 +235,7 @@ class Deciding:
         held: dict[str, int | None] = {}
         for item in items:
             if isinstance(item, TimerDue) and item.key.partition(":")[0] in LIVENESS_TIMERS:
-                held[item.key] = await self.sessions.heartbeat_of(item.key.partition(":")[2])
+                held[item.key] = await self.store.sessions.heartbeat_of(item.key.partition(":")[2])
         for item in items:
             for event in self._accept(state, ir, item, now, held):
                 state = evolve(state, event)

@@ -18,10 +18,9 @@ import contextlib
 import logging
 from dataclasses import dataclass
 
-import aio_pika
-import asyncpg
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
 
+from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.messages import DeciderInput, MalformedMessage, decode_decider_input
 from orbit_model.topology import Topology
 from orbit_sdk.amqp import Publisher, connect, open_channel
@@ -29,25 +28,20 @@ from orbit_services.decider.deciding import Committed, Deciding
 from orbit_services.decider.spans import SpanRecorder
 from orbit_services.runtime.broker import TaskQueues, declare_topology, give_back, park
 from orbit_services.runtime.metrics import MetricsEndpoint
-from orbit_services.runtime.outbox import OutboxRelay
 from orbit_services.runtime.settings import Settings
-from orbit_services.runtime.store import AppendConflict, EventStore
+from orbit_services.store import EventStore
+from orbit_services.store.outbox import OutboxRelay
 
 log = logging.getLogger("orbit.decider")
 
 
-# Postgres or RabbitMQ away for a while, or a race lost too often: try again later.
-TRANSIENT_ERRORS: tuple[type[BaseException], ...] = (
-    OSError,
-    TimeoutError,
-    asyncpg.PostgresConnectionError,
-    asyncpg.InterfaceError,
-    asyncpg.CannotConnectNowError,
-    asyncpg.TooManyConnectionsError,
-    asyncpg.AdminShutdownError,
-    aio_pika.exceptions.AMQPError,
-    AppendConflict,
-)
+TRANSIENT = frozenset({ErrorCode.UNAVAILABLE, ErrorCode.CONFLICT})
+"""Postgres or RabbitMQ away for a while (the store and the broker say so, having
+translated their drivers' errors), or a race lost too often: try again later."""
+
+
+def _transient(error: BaseException) -> bool:
+    return isinstance(error, OrbitError) and error.code in TRANSIENT
 
 
 _SETTLE_AHEAD = 4
@@ -97,7 +91,7 @@ class DeciderService:
         self._connection = await connect(settings.amqp_url)
         publishing = await open_channel(self._connection)
         await declare_topology(publishing, self.topology)
-        self._relay = OutboxRelay(self._store, Publisher(publishing), service=self.name)
+        self._relay = OutboxRelay(self._store.outbox, Publisher(publishing), service=self.name)
         self._spans = SpanRecorder.from_endpoint(settings.otlp_endpoint)
         # Declarations get a channel of their own: a refused declare closes its channel.
         declaring = await open_channel(self._connection)
@@ -201,7 +195,9 @@ class DeciderService:
         while True:
             try:
                 return await self._deciding.handle([received.input for received in batch])
-            except TRANSIENT_ERRORS as error:
+            except OrbitError as error:
+                if not _transient(error):
+                    raise
                 if self._stopping:
                     raise _Stopping from error
                 log.warning(

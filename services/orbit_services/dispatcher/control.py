@@ -14,7 +14,6 @@ decider as lost, so it is dispatched again at once.
 from __future__ import annotations
 
 import logging
-from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
 from orbit_model.errors import ErrorCode, OrbitError
@@ -41,16 +40,15 @@ from orbit_model.names import (
     TASK_NAME,
     TASK_NAME_RULE,
 )
-from orbit_model.state import ExecutionState, UnitStatus, evolve
+from orbit_model.state import ExecutionState, UnitStatus
 from orbit_model.topology import task_key
 from orbit_model.units import parse_unit
 from orbit_services.runtime.broker import TaskQueues
-from orbit_services.runtime.store import EventStore
-from orbit_services.runtime.store.sessions import SessionRegistry
+from orbit_services.store import EventStore, StateCache
 
 log = logging.getLogger("orbit.dispatcher")
 
-_HELD_STATES = 20_000
+HELD_STATES = 20_000
 """Executions whose state the dispatcher keeps between heartbeats, least recent dropped."""
 
 UNREGISTERED = "worker unregistered"
@@ -178,9 +176,8 @@ class ControlHandler:
     """Answers worker-control requests; never raises an :class:`OrbitError`, answers it.
 
     Args:
-        registry: The worker sessions.
-        store: For the contracts registered workflows use and the state of
-            executions whose tasks workers hold.
+        store: The worker sessions, the contracts registered workflows use and
+            the state of executions whose tasks workers hold.
         queues: Declares the queues of announced contracts.
         publish_lost: Sends :class:`DeliveryLost` notices to the decider, confirmed.
         heartbeat_interval_ms: Told to workers: how often to heartbeat.
@@ -189,7 +186,6 @@ class ControlHandler:
 
     def __init__(
         self,
-        registry: SessionRegistry,
         store: EventStore,
         queues: TaskQueues,
         publish_lost: PublishLost,
@@ -197,13 +193,13 @@ class ControlHandler:
         heartbeat_interval_ms: int,
         session_timeout_ms: int,
     ) -> None:
-        self._registry = registry
+        self._registry = store.sessions
         self._store = store
         self._queues = queues
         self._publish_lost = publish_lost
         self._heartbeat_interval_ms = heartbeat_interval_ms
         self._session_timeout_ms = session_timeout_ms
-        self._states: OrderedDict[str, ExecutionState] = OrderedDict()
+        self._states = StateCache(store, HELD_STATES)
         """The executions whose tasks workers hold, as of their last heartbeat: a
         heartbeat reads only the events appended since, not whole histories."""
 
@@ -249,23 +245,9 @@ class ControlHandler:
 
     async def _held(self, request: Heartbeat) -> dict[str, ExecutionState]:
         """The current state of each execution a heartbeat names (those that exist)."""
-        ids = {task.execution_id for task in request.inflight}
-        known = {execution_id: self._states.get(execution_id) for execution_id in ids}
-        after = {eid: (state.last_seq if state else 0) for eid, state in known.items()}
-        new_events = await self._store.read_new_events(after)
-        states: dict[str, ExecutionState] = {}
-        for execution_id, state in known.items():
-            current = state or ExecutionState()
-            for event in new_events[execution_id]:
-                current = evolve(current, event)
-            if current.last_seq == 0:
-                continue  # no such execution
-            states[execution_id] = current
-            self._states[execution_id] = current
-            self._states.move_to_end(execution_id)
-        while len(self._states) > _HELD_STATES:
-            self._states.popitem(last=False)
-        return states
+        ids = sorted({task.execution_id for task in request.inflight})
+        states = await self._states.current(ids)
+        return {eid: state for eid, state in states.items() if state.last_seq > 0}
 
     async def unregister(self, request: UnregisterWorker) -> Unregistered:
         # Report first, close after: if reporting fails the session still names

@@ -43,8 +43,8 @@ from orbit_services.runtime import metrics
 from orbit_services.runtime.broker import TaskQueues, declare_topology
 from orbit_services.runtime.metrics import MetricsEndpoint
 from orbit_services.runtime.settings import Settings
-from orbit_services.runtime.store import EventStore, OutboxMessage
-from orbit_services.runtime.store.sessions import DISPATCHER_BEAT_SECONDS, SessionRegistry
+from orbit_services.store import EventStore, OutboxMessage
+from orbit_services.store.sessions import DISPATCHER_BEAT_SECONDS
 
 log = logging.getLogger("orbit.dispatcher")
 
@@ -128,7 +128,6 @@ class DispatcherService:
         self._control_channel = control_channel = await open_channel(connection, 32)
         self._replies = Publisher(control_channel)
         self._control = ControlHandler(
-            SessionRegistry(store.pool),
             store,
             self._queues,
             self._publish_lost,
@@ -136,7 +135,7 @@ class DispatcherService:
             session_timeout_ms=self.settings.session_timeout_ms,
         )
         control = await control_channel.get_queue(self.topology.control)
-        self._sessions = SessionRegistry(store.pool)
+        self._sessions = store.sessions
         self._counting = asyncio.create_task(self._count_sessions(), name="dispatcher.sessions")
         self._consumers = [
             (control, await control.consume(self._on_control)),

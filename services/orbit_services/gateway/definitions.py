@@ -1,7 +1,7 @@
-"""The definitions registry: parse, pin children, store, and look up by name or hash.
+"""The definitions registry: parse, pin children, store, and resolve what a start runs.
 
-Definitions never change once registered, so every one read is cached for
-good, by ``(name, version)`` and by hash. Which version of a workflow is the
+Definitions never change once registered, and the store keeps every one it
+read (by ``(name, version)`` and by hash). Which version of a workflow is the
 newest (what a start without a version runs) is read from Postgres at most
 once per :data:`LATEST_VERSION_TTL` per workflow: a registration through this
 gateway is seen at once, one through another gateway within that time.
@@ -18,7 +18,7 @@ from orbit_model.compiler import Definition, compile_definition, definition_from
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.ir import CallStep, WorkflowIR
 from orbit_model.problems import DefinitionError, Problem
-from orbit_services.runtime.store import EventStore
+from orbit_services.store import EventStore
 
 BODY_FILE = "<body>"
 """The file name compile problems of a registered body are reported under."""
@@ -62,12 +62,10 @@ def semver_key(version: str) -> tuple[tuple[int, ...], bool, str, str]:
 
 
 class DefinitionRegistry:
-    """Registered definitions, read through a cache that never goes stale."""
+    """Registered definitions, and the newest version of each workflow."""
 
     def __init__(self, store: EventStore) -> None:
         self.store = store
-        self._by_ref: dict[tuple[str, str], Definition] = {}
-        self._by_hash: dict[str, Definition] = {}
         self._latest: dict[str, tuple[float, str]] = {}
         """Workflow name → (when it was read, its newest version)."""
         self._registered: dict[str, int] = {}
@@ -84,19 +82,13 @@ class DefinitionRegistry:
         """
         pinned = await self._pin_children(definition)
         created = await self.store.register_definition(pinned)
-        self._remember(pinned)
         name = pinned.ir.name
         self._registered[name] = self._registered.get(name, 0) + 1
         self._latest.pop(name, None)
         return pinned, created
 
     async def get(self, name: str, version: str) -> Definition | None:
-        definition = self._by_ref.get((name, version))
-        if definition is None:
-            definition = await self.store.definition(name, version)
-            if definition is not None:
-                self._remember(definition)
-        return definition
+        return await self.store.definition(name, version)
 
     async def by_hash(self, definition_hash: str) -> Definition:
         """The definition an execution runs.
@@ -105,14 +97,11 @@ class DefinitionRegistry:
             OrbitError: ``NOT_FOUND``; executions reference registered hashes, so
                 this means the database was changed behind Orbit's back.
         """
-        definition = self._by_hash.get(definition_hash)
+        definition = await self.store.definition_by_hash(definition_hash)
         if definition is None:
-            definition = await self.store.definition_by_hash(definition_hash)
-            if definition is None:
-                raise OrbitError(
-                    ErrorCode.NOT_FOUND, f"no workflow definition has hash {definition_hash}"
-                )
-            self._remember(definition)
+            raise OrbitError(
+                ErrorCode.NOT_FOUND, f"no workflow definition has hash {definition_hash}"
+            )
         return definition
 
     async def resolve(self, name: str, version: str | None) -> Definition:
@@ -143,10 +132,6 @@ class DefinitionRegistry:
         if self._registered.get(name, 0) == registrations:
             self._latest[name] = (now, newest)
         return newest
-
-    def _remember(self, definition: Definition) -> None:
-        self._by_ref[definition.ir.name, definition.ir.version] = definition
-        self._by_hash[definition.hash] = definition
 
     async def _pin_children(self, definition: Definition) -> Definition:
         ir = definition.ir

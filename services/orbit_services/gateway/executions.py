@@ -35,7 +35,7 @@ from orbit_model.messages import (
 )
 from orbit_model.payloads import payload_problem, payload_size
 from orbit_model.queries import evaluate_query
-from orbit_model.state import TERMINAL, ExecutionState, evolve, replay
+from orbit_model.state import TERMINAL, ExecutionState, evolve
 from orbit_model.topology import Topology
 from orbit_model.trace_ids import trace_id
 from orbit_services.gateway.definitions import DefinitionRegistry, parse_definition
@@ -49,23 +49,26 @@ from orbit_services.gateway.views import (
     summary,
     worker_view,
 )
-from orbit_services.runtime.outbox import OutboxRelay
 from orbit_services.runtime.settings import Settings
-from orbit_services.runtime.store import (
+from orbit_services.store import (
     Append,
     AppendConflict,
     EventStore,
     ExecutionRow,
+    GroupCommit,
     OutboxMessage,
+    OutboxRelay,
+    StateCache,
+    WorkerSession,
 )
-from orbit_services.runtime.store.group_commit import GroupCommit
-from orbit_services.runtime.store.sessions import SessionRegistry, WorkerSession
 
 STATUSES = ("running", "completed", "failed", "cancelled", "timed_out")
 """The statuses clients see and filter by."""
 MAX_WAIT_SECONDS = 60.0
 """Longest long-poll of :meth:`Executions.wait`; longer waits are cut to it."""
 MAX_PAGE = 1000
+STATE_CACHE_SIZE = 10_000
+"""Executions whose state one gateway keeps, least recently used dropped first."""
 
 _EXECUTION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 _APPEND_ATTEMPTS = 10
@@ -87,7 +90,8 @@ class Executions:
         self.topology = topology
         self.settings = settings
         self.registry = DefinitionRegistry(store)
-        self._sessions = SessionRegistry(store.pool)
+        self._states = StateCache(store, STATE_CACHE_SIZE)
+        """What signals, cancels, views and queries read: only new events are read."""
         self._commits = GroupCommit(store)
         """Starts, signals and cancels that arrive together share a transaction."""
 
@@ -288,7 +292,7 @@ class Executions:
         within ``session_timeout_ms``; ``sessions`` and ``inflight`` count those.
         """
         by_worker: dict[str, list[WorkerSession]] = {}
-        for session in await self._sessions.sessions():
+        for session in await self.store.sessions.sessions():
             by_worker.setdefault(session.worker_id, []).append(session)
         timeout = timedelta(milliseconds=self.settings.session_timeout_ms)
         now = datetime.now(UTC)
@@ -328,8 +332,9 @@ class Executions:
             try:
                 ids = await self._commits.append(append)
             except AppendConflict:
-                state = await self._catch_up(state)
+                state = await self._state(execution_id)
                 continue
+            self._states.put(execution_id, after)
             await self.relay.publish_committed(ids, [wake])
             return state, after
         raise OrbitError(
@@ -338,14 +343,10 @@ class Executions:
         )
 
     async def _state(self, execution_id: str) -> ExecutionState:
-        stored = await self.store.read_events(execution_id)
-        if not stored:
+        """The execution's state now (its cached state and the events since)."""
+        state = (await self._states.current([execution_id]))[execution_id]
+        if state.last_seq == 0:
             raise _not_found(execution_id)
-        return replay(item.event for item in stored)
-
-    async def _catch_up(self, state: ExecutionState) -> ExecutionState:
-        for item in await self.store.read_events(state.execution_id, state.last_seq):
-            state = evolve(state, item.event)
         return state
 
     async def _row(self, execution_id: str) -> ExecutionRow:
@@ -360,7 +361,7 @@ class Executions:
         workers = None
         if needs_workers(state):  # one read of the sessions for every step of the view
             timeout = timedelta(milliseconds=self.settings.session_timeout_ms)
-            sessions = await self._sessions.sessions()
+            sessions = await self.store.sessions.sessions()
             workers = Workers.of(sessions, datetime.now(UTC) - timeout)
         steps = steps_view(state, definition.ir, workers)
         return {

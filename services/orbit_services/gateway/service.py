@@ -17,9 +17,9 @@ from orbit_services.gateway.app import create_app
 from orbit_services.gateway.commands import CommandIntake
 from orbit_services.gateway.executions import Executions
 from orbit_services.runtime.broker import declare_topology
-from orbit_services.runtime.outbox import OutboxRelay
 from orbit_services.runtime.settings import Settings
-from orbit_services.runtime.store import EventStore
+from orbit_services.store import EventStore
+from orbit_services.store.outbox import OutboxRelay
 
 log = logging.getLogger("orbit.gateway")
 
@@ -100,7 +100,7 @@ class GatewayService:
         publishing = await open_channel(connection)
         await declare_topology(publishing, self.topology)
         publisher = Publisher(publishing)
-        relay = OutboxRelay(store, publisher, service=self.name)
+        relay = OutboxRelay(store.outbox, publisher, service=self.name)
         self._executions = executions = Executions(store, relay, self.topology, settings)
         self._sweeper = asyncio.create_task(relay.run_sweeper(), name="gateway.outbox")
 

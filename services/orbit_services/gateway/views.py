@@ -14,8 +14,7 @@ from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.ir import HTTP_TASK, AwaitStep, CallStep, SleepStep, WorkflowIR
 from orbit_model.state import ExecutionState, UnitState, UnitStatus
 from orbit_model.units import COMPENSATE_PREFIX, FINALLY_PREFIX, element_key
-from orbit_services.runtime.store import ExecutionRow
-from orbit_services.runtime.store.sessions import WorkerSession
+from orbit_services.store import ExecutionRow, WorkerSession
 
 Json = Any
 

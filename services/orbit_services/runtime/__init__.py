@@ -1,6 +1,7 @@
-"""What the services share: the store, the outbox relay, the broker, settings and metrics.
+"""What the services share besides the store: broker declarations, settings, metrics, the clock.
 
 Nothing here belongs to one service; a service's own logic lives in its
 package (``orbit_services.gateway``, ``.decider``, ``.dispatcher``, ``.timer``,
-``.http_adapter``), and no service imports another.
+``.http_adapter``), and no service imports another. Postgres is the store's
+(``orbit_services.store``); this package does not import it.
 """

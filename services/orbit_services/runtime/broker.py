@@ -19,6 +19,7 @@ from aio_pika.abc import (
     AbstractQueue,
 )
 
+from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.topology import Topology, task_key
 from orbit_services.runtime import metrics
 
@@ -120,10 +121,12 @@ class TaskQueues:
             self._declared[key] = future
         try:
             return await asyncio.shield(future)
-        except Exception:
+        except Exception as error:
             if self._declared.get(key) is future:
                 del self._declared[key]  # declare again next time
-            raise
+            raise OrbitError(
+                ErrorCode.UNAVAILABLE, f"declaring the queue of {task}@{version} failed: {error!r}"
+            ) from error
 
 
 def delivery_count(message: AbstractIncomingMessage) -> int:

@@ -2,13 +2,13 @@
 
 The timer service refreshes them every ``ORBIT_GAUGE_INTERVAL_MS``; with
 several timer replicas each reports the same figures (take ``max`` across
-them). The queries are answered from indexes (``orbit_services.runtime.store.sql``).
+them). The queries are answered from indexes (``orbit_services.store.sql``).
 """
 
 from __future__ import annotations
 
 from orbit_services.runtime import metrics
-from orbit_services.runtime.store import EventStore
+from orbit_services.store import EventStore
 
 
 class Gauges:

@@ -18,7 +18,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from orbit_services.runtime.store import Append, EventStore
+from orbit_services.store.event_store import EventStore
+from orbit_services.store.rows import Append
 
 
 class GroupCommit:

@@ -9,6 +9,7 @@ each in its own transaction.
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,10 +18,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from orbit_model.errors import unreachable
-
-# An arbitrary constant: the advisory lock every Orbit migrator takes.
-_MIGRATION_LOCK = 0x0B17_0001
+from orbit_model.errors import OrbitError, unreachable
+from orbit_services.store import sql
+from orbit_services.store.pool import translated
+from orbit_services.store.statements import Statement
 
 _NAME = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
@@ -35,7 +36,7 @@ class Migration:
 def migrations() -> list[Migration]:
     """Every migration shipped with Orbit, in order."""
     found = []
-    for entry in resources.files("orbit_services.runtime.store").joinpath("migrations").iterdir():
+    for entry in resources.files("orbit_services.store").joinpath("migrations").iterdir():
         match = _NAME.match(entry.name)
         if match:
             found.append(Migration(int(match[1]), match[2], entry.read_text(encoding="utf-8")))
@@ -51,6 +52,11 @@ def _maintenance_url(url: str) -> str:
     return urlunsplit(parts._replace(path="/postgres"))
 
 
+async def _run(connection: asyncpg.Connection, statement: Statement, **values: object) -> str:
+    with translated():
+        return str(await connection.execute(statement.text, *statement.args(**values)))
+
+
 async def ensure_database(url: str) -> bool:
     """Create the database ``url`` names if it does not exist; whether it was created."""
     name = _database_name(url)
@@ -59,13 +65,17 @@ async def ensure_database(url: str) -> bool:
     except (OSError, asyncpg.PostgresError) as error:
         raise unreachable("Postgres", url, error) from error
     try:
-        exists = await connection.fetchval("SELECT 1 FROM pg_database WHERE datname = $1", name)
+        with translated():
+            exists = await connection.fetchval(
+                sql.DATABASE_EXISTS.text, *sql.DATABASE_EXISTS.args(name=name)
+            )
         if exists:
             return False
-        try:
-            await connection.execute(f'CREATE DATABASE "{name.replace(chr(34), "")}"')
-        except asyncpg.DuplicateDatabaseError:
-            return False  # created by someone else meanwhile
+        with translated():
+            try:
+                await connection.execute(f'CREATE DATABASE "{name.replace(chr(34), "")}"')
+            except asyncpg.DuplicateDatabaseError:
+                return False  # created by someone else meanwhile
         return True
     finally:
         await connection.close()
@@ -82,28 +92,27 @@ async def migrate(url: str, progress: Callable[[str], None] | None = None) -> li
         raise unreachable("Postgres", url, error) from error
     applied: list[Migration] = []
     try:
-        await connection.execute("SELECT pg_advisory_lock($1)", _MIGRATION_LOCK)
-        await connection.execute(
-            "CREATE TABLE IF NOT EXISTS schema_migrations ("
-            " number integer PRIMARY KEY, name text NOT NULL,"
-            " applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        done = {
-            row["number"] for row in await connection.fetch("SELECT number FROM schema_migrations")
-        }
+        await _run(connection, sql.LOCK_MIGRATIONS, lock=sql.MIGRATION_LOCK)
+        await _run(connection, sql.CREATE_MIGRATIONS_TABLE)
+        with translated():
+            rows = await connection.fetch(sql.APPLIED_MIGRATIONS.text)
+        done = {row["number"] for row in rows}
         for migration in migrations():
             if migration.number in done:
                 continue
             report(f"applying migration {migration.number:04d}_{migration.name}")
-            async with connection.transaction():
-                await connection.execute(migration.sql)
-                await connection.execute(
-                    "INSERT INTO schema_migrations (number, name) VALUES ($1, $2)",
-                    migration.number,
-                    migration.name,
-                )
+            with translated():
+                async with connection.transaction():
+                    await connection.execute(migration.sql)
+                    await _run(
+                        connection,
+                        sql.RECORD_MIGRATION,
+                        number=migration.number,
+                        name=migration.name,
+                    )
             applied.append(migration)
     finally:
-        await connection.execute("SELECT pg_advisory_unlock($1)", _MIGRATION_LOCK)
+        with contextlib.suppress(OrbitError):  # closing the session releases it anyway
+            await _run(connection, sql.UNLOCK_MIGRATIONS, lock=sql.MIGRATION_LOCK)
         await connection.close()
     return applied

@@ -12,16 +12,13 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any
-
-import asyncpg
 
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.messages import InflightTask, RegisterWorker
 from orbit_services.runtime import metrics
-from orbit_services.runtime.store import sql
+from orbit_services.store import sql
+from orbit_services.store.pool import Database
+from orbit_services.store.rows import WorkerSession
 
 DISPATCHER_BEAT_SECONDS = 1.0
 """How often each dispatcher records that it is up."""
@@ -34,28 +31,6 @@ pause expiry again and again)."""
 def dispatcher_silence(timeout_ms: int) -> float:
     """Seconds without a beat after which a dispatcher is taken as down."""
     return max(DISPATCHER_SILENCE_SECONDS, timeout_ms / 1000 / 3)
-
-
-@dataclass(frozen=True)
-class WorkerSession:
-    """One session as the registry holds it.
-
-    Attributes:
-        contracts: The announced contracts, each ``{task, version, input_schema,
-            output_schema}``.
-        inflight: The tasks the worker held at its last heartbeat.
-        closed_at: When it unregistered or was found lost; None while open.
-    """
-
-    session_id: str
-    worker_id: str
-    runtime: str
-    sdk: str | None
-    contracts: list[dict[str, Any]]
-    inflight: tuple[InflightTask, ...]
-    registered_at: datetime
-    last_seen: datetime
-    closed_at: datetime | None
 
 
 def unknown_session(session_id: str) -> OrbitError:
@@ -73,23 +48,24 @@ def _inflight_from(text: str) -> tuple[InflightTask, ...]:
     return tuple(InflightTask.model_validate(item) for item in json.loads(text))
 
 
-class SessionRegistry:
-    """Worker sessions in Postgres; every statement comes from :mod:`.sql`."""
+class SessionStore:
+    """Worker sessions in Postgres (``EventStore.sessions``); every statement comes from
+    :mod:`.sql`."""
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
-        self.pool = pool
+    def __init__(self, database: Database) -> None:
+        self._db = database
 
     async def open(self, request: RegisterWorker) -> str:
         """Record a new session for ``request`` (already validated); its id."""
         session_id = str(uuid.uuid4())
         contracts = [contract.model_dump(mode="json") for contract in request.contracts]
-        await self.pool.execute(
+        await self._db.execute(
             sql.INSERT_SESSION,
-            session_id,
-            request.worker_id,
-            request.runtime.lower(),
-            request.sdk,
-            json.dumps(contracts),
+            session_id=session_id,
+            worker_id=request.worker_id,
+            runtime=request.runtime.lower(),
+            sdk=request.sdk,
+            contracts=json.dumps(contracts),
         )
         metrics.SESSIONS_OPENED.inc()
         return session_id
@@ -100,7 +76,9 @@ class SessionRegistry:
         Raises:
             OrbitError: ``UNKNOWN_SESSION`` if it was never opened or is closed.
         """
-        found = await self.pool.fetchval(sql.TOUCH_SESSION, session_id, _inflight_json(inflight))
+        found = await self._db.fetchval(
+            sql.TOUCH_SESSION, session_id=session_id, inflight=_inflight_json(inflight)
+        )
         if found is None:
             raise unknown_session(session_id)
 
@@ -110,7 +88,7 @@ class SessionRegistry:
         Raises:
             OrbitError: ``UNKNOWN_SESSION`` if it was never opened or is closed.
         """
-        text = await self.pool.fetchval(sql.SESSION_INFLIGHT, session_id)
+        text = await self._db.fetchval(sql.SESSION_INFLIGHT, session_id=session_id)
         if text is None:
             raise unknown_session(session_id)
         return _inflight_from(text)
@@ -121,7 +99,7 @@ class SessionRegistry:
         Raises:
             OrbitError: ``UNKNOWN_SESSION`` if it was never opened or is closed.
         """
-        text = await self.pool.fetchval(sql.CLOSE_SESSION, session_id)
+        text = await self._db.fetchval(sql.CLOSE_SESSION, session_id=session_id)
         if text is None:
             raise unknown_session(session_id)
         metrics.SESSIONS_CLOSED.inc()
@@ -139,9 +117,11 @@ class SessionRegistry:
         and runs inside the transaction: if it fails, the sessions stay open
         and are expired again on the next pass, so no lost task goes unreported.
         """
-        async with self.pool.acquire() as connection, connection.transaction():
-            rows = await connection.fetch(
-                sql.EXPIRE_SESSIONS, timeout_ms / 1000, dispatcher_silence(timeout_ms)
+        async with self._db.transaction() as transaction:
+            rows = await transaction.fetch(
+                sql.EXPIRE_SESSIONS,
+                timeout_seconds=timeout_ms / 1000,
+                silence_seconds=dispatcher_silence(timeout_ms),
             )
             lost = [
                 (row["worker_id"], task) for row in rows for task in _inflight_from(row["inflight"])
@@ -154,26 +134,26 @@ class SessionRegistry:
     async def dispatcher_beat(self, dispatcher_id: str, timeout_ms: int) -> None:
         """Record that the dispatcher ``dispatcher_id`` is up (every
         :data:`DISPATCHER_BEAT_SECONDS`), given the session timeout it serves."""
-        await self.pool.execute(
+        await self._db.execute(
             sql.DISPATCHER_BEAT,
-            dispatcher_id,
-            dispatcher_silence(timeout_ms),
+            dispatcher_id=dispatcher_id,
+            silence_seconds=dispatcher_silence(timeout_ms),
             timeout=DISPATCHER_BEAT_SECONDS,
         )
 
     async def online(self) -> int:
         """How many sessions are open."""
-        return int(await self.pool.fetchval(sql.COUNT_OPEN_SESSIONS))
+        return int(await self._db.fetchval(sql.COUNT_OPEN_SESSIONS))
 
     async def heartbeat_of(self, token: str) -> int | None:
         """When the task of delivery ``token`` last heartbeated (epoch ms); None if no
         worker holds it."""
-        value = await self.pool.fetchval(sql.DELIVERY_HEARTBEAT, token)
+        value = await self._db.fetchval(sql.DELIVERY_HEARTBEAT, token=token)
         return None if value is None else int(value)
 
     async def sessions(self) -> list[WorkerSession]:
         """Open sessions and those closed within the last hour, by worker."""
-        rows = await self.pool.fetch(sql.LIST_SESSIONS)
+        rows = await self._db.fetch(sql.LIST_SESSIONS)
         return [
             WorkerSession(
                 session_id=row["session_id"],

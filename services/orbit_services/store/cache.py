@@ -1,0 +1,85 @@
+"""The state cache: executions' latest known states, brought up to date from their histories.
+
+One class for every service that folds histories (the decider, the
+dispatcher, the gateway). A state is brought up to date by reading only the
+events after its last seq, for many executions in one query; a state read
+before is so never replayed from the start again. The least recently used
+states go first when the cache is full.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Collection, Sequence
+
+from orbit_model.state import ExecutionState, evolve
+from orbit_services.store.event_store import EventStore
+
+
+class StateCache:
+    """Recently seen executions' states over one store.
+
+    Args:
+        store: Where the histories are.
+        capacity: States kept at most.
+        keep_terminal: Whether a finished execution's state is kept (the decider
+            takes no more decisions for one, and keeps memory for live ones).
+    """
+
+    def __init__(self, store: EventStore, capacity: int, *, keep_terminal: bool = True) -> None:
+        self.store = store
+        self.capacity = capacity
+        self.keep_terminal = keep_terminal
+        self._states: OrderedDict[str, ExecutionState] = OrderedDict()
+
+    def get(self, execution_id: str) -> ExecutionState | None:
+        """The state as last cached, without reading the history; None if not cached."""
+        state = self._states.get(execution_id)
+        if state is not None:
+            self._states.move_to_end(execution_id)
+        return state
+
+    def put(self, execution_id: str, state: ExecutionState) -> None:
+        """Remember ``state`` (one the caller knows is current, such as one it just wrote)."""
+        if state.terminal and not self.keep_terminal:
+            self._states.pop(execution_id, None)
+            return
+        self._states[execution_id] = state
+        self._states.move_to_end(execution_id)
+        while len(self._states) > self.capacity:
+            self._states.popitem(last=False)
+
+    def drop(self, execution_ids: Collection[str]) -> None:
+        """Forget these states (after a failure that may come from a stale one)."""
+        for execution_id in execution_ids:
+            self._states.pop(execution_id, None)
+
+    async def current(
+        self, execution_ids: Sequence[str], trusted: Collection[str] = ()
+    ) -> dict[str, ExecutionState]:
+        """The state of each execution: as cached if it is in ``trusted`` (and cached),
+        else brought up to date from the history (one query for all of them).
+
+        An execution with no events has the empty state (``last_seq`` 0); it is not
+        cached. The others are cached as read.
+        """
+        known = {execution_id: self.get(execution_id) for execution_id in execution_ids}
+        states: dict[str, ExecutionState] = {}
+        after: dict[str, int] = {}
+        for execution_id, state in known.items():
+            if state is not None and execution_id in trusted:
+                states[execution_id] = state
+            else:
+                after[execution_id] = state.last_seq if state else 0
+        new_events = await self.store.read_new_events(after) if after else {}
+        for execution_id in after:
+            current = known[execution_id] or ExecutionState()
+            for event in new_events[execution_id]:
+                current = evolve(current, event)
+            states[execution_id] = current
+            if current.last_seq > 0:
+                self.put(execution_id, current)
+        return states
+
+    def __len__(self) -> int:
+        return len(self._states)

@@ -1,0 +1,276 @@
+"""The event store: definitions, executions and their histories in Postgres.
+
+The ``(execution_id, seq)`` primary key of ``history`` is the only
+concurrency control. :meth:`EventStore.append` writes the events of many
+executions, their ``executions`` rows, their timers and the outbox messages
+they call for in one statement; if any of them lost a race it raises
+:class:`~.rows.AppendConflict` and nothing is written. The caller re-reads,
+decides again and retries.
+
+The store's other tables have an object each, sharing the store's private
+pool: :attr:`EventStore.sessions` (worker sessions and dispatcher beats),
+:attr:`EventStore.timers` (firing, the next due time, LISTEN) and
+:attr:`EventStore.outbox` (published rows to delete, rows left behind).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import asyncpg
+
+from orbit_model.compiler import Definition, definition_from_ir
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.events import Event, event_from_json
+from orbit_services.store import sql
+from orbit_services.store.appends import append_values
+from orbit_services.store.outbox import OutboxStore
+from orbit_services.store.pool import Database
+from orbit_services.store.rows import (
+    Append,
+    AppendConflict,
+    Backlog,
+    DefinitionRow,
+    ExecutionRow,
+    StoredEvent,
+)
+from orbit_services.store.sessions import SessionStore
+from orbit_services.store.timers import TimerStore
+
+log = logging.getLogger("orbit.store")
+
+
+def _loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+class EventStore:
+    """Orbit's tables behind a few methods; every statement comes from :mod:`.sql`.
+
+    Build one with :meth:`connect`; :meth:`close` it when done.
+    """
+
+    def __init__(self, database: Database, url: str) -> None:
+        self._db = database
+        self.sessions = SessionStore(database)
+        """Worker sessions and dispatcher beats."""
+        self.timers = TimerStore(database, url)
+        """Due timers, the next due time, and the LISTEN connection that announces nearer ones."""
+        self.outbox = OutboxStore(database)
+        """Outbox rows published and to delete, and rows their writers left behind."""
+        # Definitions never change once registered: whatever was read is kept.
+        self._by_hash: dict[str, Definition] = {}
+        self._by_ref: dict[tuple[str, str], Definition] = {}
+
+    @classmethod
+    async def connect(
+        cls, url: str, min_size: int = 2, max_size: int = 10, *, max_queries: int = 50_000
+    ) -> EventStore:
+        """A store on a new pool; ``max_queries``: served by a connection before it is replaced.
+
+        Raises:
+            OrbitError: ``UNAVAILABLE`` when Postgres cannot be reached.
+        """
+        return cls(await Database.open(url, min_size, max_size, max_queries=max_queries), url)
+
+    async def close(self, timeout: float = 10.0) -> None:
+        """Delete what was published and not yet deleted (best effort), then close.
+
+        A pool whose connections are not given back within ``timeout`` seconds
+        is terminated: stopping a service must not hang.
+        """
+        # What cannot be deleted now is left to the sweep, which publishes it once more.
+        with contextlib.suppress(Exception):
+            await asyncio.wait_for(self.outbox.flush_published(), timeout)
+        await self.timers.stop_listening()
+        await self._db.close(timeout)
+
+    async def ping(self) -> None:
+        """Returns when Postgres answers; raises ``UNAVAILABLE`` when it does not."""
+        await self._db.fetchval(sql.PING)
+
+    async def expire_connections(self) -> None:
+        """Replace every pooled connection as it is next released (after a failover, say)."""
+        await self._db.expire_connections()
+
+    # -- appending -------------------------------------------------------------
+
+    async def append(self, appends: Sequence[Append]) -> list[int]:
+        """Write every append in one transaction; the ids of the outbox rows written,
+        in the order of the appends' messages.
+
+        Raises:
+            AppendConflict: Some execution already had events past ``expected_seq``
+                (or, for a new one, already existed), or a concurrent append held
+                rows this one needed (a deadlock). Nothing was written.
+            OrbitError: ``UNAVAILABLE`` while Postgres is away; ``INVALID_REQUEST``
+                for a value it cannot store.
+        """
+        if not appends:
+            return []
+        # The outbox rows published since the last append are deleted in this one.
+        with self.outbox.deleting() as published:
+            try:
+                row = await self._db.fetchrow(sql.APPEND, **append_values(appends, published))
+            except OrbitError as error:
+                if error.code is ErrorCode.CONFLICT:
+                    raise AppendConflict([a.execution_id for a in appends]) from None
+                raise
+        assert row is not None  # the statement always answers one row
+        return list(row["outbox_ids"])
+
+    # -- reading ---------------------------------------------------------------
+
+    async def read_events(self, execution_id: str, after_seq: int = 0) -> list[StoredEvent]:
+        """The events of an execution after ``after_seq``, in order."""
+        rows = await self._db.fetch(sql.READ_EVENTS, execution_id=execution_id, after_seq=after_seq)
+        return [
+            StoredEvent(row["seq"], row["recorded_at"], event_from_json(row["data"]))
+            for row in rows
+        ]
+
+    async def read_new_events(self, after: Mapping[str, int]) -> dict[str, list[Event]]:
+        """For each execution, its events after the seq given for it (one query for all)."""
+        found: dict[str, list[Event]] = {execution_id: [] for execution_id in after}
+        if not after:
+            return found
+        rows = await self._db.fetch(
+            sql.READ_EVENTS_MANY, execution_ids=list(after), after_seqs=list(after.values())
+        )
+        for row in rows:
+            found[row["execution_id"]].append(event_from_json(row["data"]))
+        return found
+
+    async def execution(self, execution_id: str) -> ExecutionRow | None:
+        row = await self._db.fetchrow(sql.EXECUTION_BY_ID, execution_id=execution_id)
+        if row is None:
+            return None
+        return _execution_row(
+            row,
+            input=_loads(row["input"]),
+            output=_loads(row["output"]),
+            error=_loads(row["error"]),
+            last_seq=row["last_seq"],
+        )
+
+    async def list_executions(
+        self,
+        status: str | None = None,
+        workflow: str | None = None,
+        before: int | None = None,
+        limit: int = 50,
+    ) -> list[ExecutionRow]:
+        """Executions newest first; ``before`` is the position the last page ended at."""
+        rows = await self._db.fetch(
+            sql.LIST_EXECUTIONS, status=status, workflow=workflow, before=before, limit=limit
+        )
+        return [_execution_row(row) for row in rows]
+
+    async def count_running(self) -> int:
+        return int(await self._db.fetchval(sql.COUNT_RUNNING))
+
+    async def active_executions(self) -> dict[str, int]:
+        """Executions created or running, by workflow."""
+        rows = await self._db.fetch(sql.ACTIVE_EXECUTIONS_BY_WORKFLOW)
+        return {row["workflow"]: int(row["active"]) for row in rows}
+
+    async def backlog(self, now_ms: int) -> Backlog:
+        """What waits to be done: timers due by ``now_ms`` and the outbox."""
+        row = await self._db.fetchrow(sql.BACKLOG, now=now_ms)
+        assert row is not None  # one row of sub-selects
+        oldest = row["outbox_oldest_s"]
+        return Backlog(
+            timers_due=int(row["timers_due"]),
+            outbox_depth=int(row["outbox_depth"]),
+            outbox_oldest_seconds=max(float(oldest), 0.0) if oldest is not None else 0.0,
+        )
+
+    # -- definitions -----------------------------------------------------------
+
+    async def register_definition(self, definition: Definition) -> bool:
+        """Store a definition; True if new, False if this very one was there.
+
+        Raises:
+            OrbitError: ``DEFINITION_CONFLICT`` when its name and version hold another one.
+        """
+        ir = definition.ir
+        status = await self._db.execute(
+            sql.INSERT_DEFINITION,
+            name=ir.name,
+            version=ir.version,
+            hash=definition.hash,
+            ir=ir.canonical_json(),
+        )
+        if status.endswith(" 1"):
+            self._remember(definition)
+            return True
+        existing = await self._db.fetchrow(
+            sql.DEFINITION_BY_NAME_VERSION, name=ir.name, version=ir.version
+        )
+        if existing is not None and existing["hash"] == definition.hash:
+            return False
+        other = existing["hash"] if existing is not None else "unknown"
+        raise OrbitError(
+            ErrorCode.DEFINITION_CONFLICT,
+            f"{ir.name}@{ir.version} is already registered with a different definition"
+            f" ({other}); workflow definitions are immutable, bump the version",
+        )
+
+    async def definition(self, name: str, version: str) -> Definition | None:
+        """The definition registered as ``name@version`` (read once, then kept)."""
+        known = self._by_ref.get((name, version))
+        if known is not None:
+            return known
+        row = await self._db.fetchrow(sql.DEFINITION_BY_NAME_VERSION, name=name, version=version)
+        return None if row is None else self._remember(definition_from_ir(row["ir"]))
+
+    async def definition_by_hash(self, definition_hash: str) -> Definition | None:
+        """The definition whose hash is ``definition_hash`` (read once, then kept)."""
+        known = self._by_hash.get(definition_hash)
+        if known is not None:
+            return known
+        row = await self._db.fetchrow(sql.DEFINITION_BY_HASH, hash=definition_hash)
+        return None if row is None else self._remember(definition_from_ir(row["ir"]))
+
+    def _remember(self, definition: Definition) -> Definition:
+        self._by_hash[definition.hash] = definition
+        self._by_ref[definition.ir.name, definition.ir.version] = definition
+        return definition
+
+    async def definition_versions(self, name: str) -> list[str]:
+        return [row["version"] for row in await self._db.fetch(sql.DEFINITION_VERSIONS, name=name)]
+
+    async def list_definitions(self) -> list[DefinitionRow]:
+        rows = await self._db.fetch(sql.LIST_DEFINITIONS)
+        return [
+            DefinitionRow(row["name"], row["version"], row["hash"], row["registered_at"])
+            for row in rows
+        ]
+
+    async def task_versions_in_use(self) -> dict[str, set[str]]:
+        """Task name to the contract versions the registered workflows call it at."""
+        used: dict[str, set[str]] = {}
+        for row in await self._db.fetch(sql.TASK_VERSIONS_IN_USE):
+            used.setdefault(row["task"], set()).add(row["version"])
+        return used
+
+
+def _execution_row(row: asyncpg.Record, **details: Any) -> ExecutionRow:
+    """The columns a listing reads, plus what a lookup adds (``details``)."""
+    return ExecutionRow(
+        execution_id=row["execution_id"],
+        position=row["position"],
+        workflow=row["workflow"],
+        version=row["version"],
+        definition_hash=row["definition_hash"],
+        status=row["status"],
+        parent=row["parent"],
+        created_at=row["created_at"],
+        closed_at=row["closed_at"],
+        **details,
+    )
