@@ -30,6 +30,17 @@ def test_ordinary_json_is_storable(value: object) -> None:
     assert payload_problem(value) is None
 
 
+def test_lone_surrogates_are_refused_with_their_path() -> None:
+    # Half of a UTF-16 pair is not Unicode text: Postgres refuses it in jsonb.
+    assert payload_problem({"a": ["ok", "b\ud800"]}) == (
+        "holds a lone surrogate at $.a[1], which cannot be stored"
+    )
+    assert payload_problem({"\udfff": 1}) == (
+        "holds a lone surrogate in a key at $, which cannot be stored"
+    )
+    assert payload_problem("a whole pair: \U0001f600") is None
+
+
 def test_nul_characters_are_refused_with_their_path() -> None:
     assert payload_problem({"a": ["ok", "b\x00d"]}) == (
         "holds the NUL character at $.a[1], which cannot be stored"

@@ -266,7 +266,7 @@ class _Round:
         for step in self.ir.steps:
             unit = state.unit(step.id)
             if unit.status is UnitStatus.FAILED and not step.continue_on_error:
-                error = unit.error or failure(ErrorCode.TIMEOUT, "the step failed")
+                error = unit.error or failure(ErrorCode.INTERNAL, "the step failed")
                 details = {"step": step.id, "code": error.code}
                 message = f"step {step.id!r} failed: {error.message}"
                 return CompensationStarted(
@@ -307,7 +307,7 @@ class _Round:
             return [WorkflowCancelled(reason=state.cancel_reason or "", compensation=outcome)]
         if abort.cause == "timed_out":
             return [WorkflowTimedOut(compensation=outcome)]
-        error = abort.error or failure(ErrorCode.TIMEOUT, "the execution failed")
+        error = abort.error or failure(ErrorCode.INTERNAL, "the execution failed")
         return [WorkflowFailed(error=error, compensation=outcome)]
 
     def _compensation_outcome(self, steps: list[str]) -> Any:
@@ -580,7 +580,7 @@ class _Round:
             elif status in ACTIVE:
                 in_flight += 1
         if failed is not None:
-            error = failed.error or failure(ErrorCode.TIMEOUT, "an element failed")
+            error = failed.error or failure(ErrorCode.INTERNAL, "an element failed")
             yield StepFailed(unit=key, error=error)
             for index, element in enumerate(elements):
                 if element.status in ACTIVE:

@@ -22,6 +22,8 @@ The flows (see ``docs/protocol.md``):
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Annotated, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
@@ -204,6 +206,16 @@ class TaskAssignment(_Message):
 
 
 # -- worker control (request and reply) -------------------------------------
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """A message the pure core asks to publish once the events that call for it commit."""
+
+    route: Route
+    message: TaskAssignment | StartChild | CancelChild | TaskResult
+    headers: Mapping[str, str] | None = None
+    """AMQP headers (a task's ``traceparent``)."""
 
 
 class ContractAnnouncement(BaseModel):

@@ -1,7 +1,8 @@
 """What a payload (an input, a result, a signal) must be for Orbit to store it.
 
 JSON data that Postgres ``jsonb`` cannot hold is refused before anything is
-stored: strings with the NUL character, and the non-finite numbers NaN and
+stored: strings with the NUL character or a lone surrogate (half of a UTF-16
+pair, which is not Unicode text), and the non-finite numbers NaN and
 Infinity (which JSON has no words for). A size limit, when one is set,
 counts the bytes of the compact JSON text.
 """
@@ -36,16 +37,29 @@ def _unstorable(value: Any, path: str) -> str | None:
     while pending:
         item, where = pending.pop()
         if isinstance(item, str):
-            if "\x00" in item:
-                return f"holds the NUL character at {where}, which cannot be stored"
+            problem = _text_problem(item)
+            if problem is not None:
+                return f"holds {problem} at {where}, which cannot be stored"
         elif isinstance(item, float):
             if not math.isfinite(item):
                 return f"holds {item} at {where}; JSON numbers must be finite"
         elif isinstance(item, dict):
             for key, inner in item.items():
-                if isinstance(key, str) and "\x00" in key:
-                    return f"holds the NUL character in a key at {where}, which cannot be stored"
+                problem = _text_problem(key) if isinstance(key, str) else None
+                if problem is not None:
+                    return f"holds {problem} in a key at {where}, which cannot be stored"
                 pending.append((inner, f"{where}.{key}"))
         elif isinstance(item, list | tuple):
             pending.extend((inner, f"{where}[{index}]") for index, inner in enumerate(item))
+    return None
+
+
+def _text_problem(text: str) -> str | None:
+    if "\x00" in text:
+        return "the NUL character"
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            return "a lone surrogate"
     return None

@@ -2,10 +2,12 @@
 
 Workers are functions of ``(input, delivery)``. Each returns the output, or
 raises :class:`Fail` (a task error), :class:`Hang` (never answers) or
-:class:`Crash` (the worker is lost mid-task). The simulator appends exactly
-what the services will append: the events of :mod:`orbit_model.inputs`,
-then :func:`decide_until_stable`'s, and it checks on every event that the
-fold accepts it and that replaying the history gives the same state.
+:class:`Crash` (the worker is lost mid-task). Every input goes through
+:func:`orbit_model.plan.plan`, the decider service's own pure turn: results
+kept only if storable, http steps answered at once while the adapter is off,
+and the messages the events call for. The simulator checks on every event
+that the fold accepts it and that replaying the history gives the same
+state, and on every turn that each dispatch has exactly its one message.
 """
 
 from __future__ import annotations
@@ -15,23 +17,33 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orbit_model import compile_definition
-from orbit_model.decider import Limits, decide, decide_until_stable
+from orbit_model.decider import Limits, decide
 from orbit_model.errors import ErrorCode
 from orbit_model.events import Event, StepDispatched, TaskFailure
 from orbit_model.inputs import (
     LIVENESS_TIMERS,
     accept_attempt_timeout,
     accept_cancel,
-    accept_liveness_check,
-    accept_lost_delivery,
-    accept_result,
     accept_signal,
-    accept_timer,
     start_execution,
 )
 from orbit_model.ir import WorkflowIR
+from orbit_model.messages import (
+    DeciderInput,
+    DeliveryLost,
+    Outgoing,
+    StartChild,
+    TaskAssignment,
+    TaskResult,
+    TimerDue,
+    Wake,
+)
+from orbit_model.plan import Facts, Policy, plan
 from orbit_model.state import ExecutionState, UnitStatus, evolve, replay
+from orbit_model.topology import Topology
 from orbit_model.units import parse_unit
+
+TOPOLOGY = Topology("sim", 4)
 
 
 class Fail(Exception):
@@ -70,6 +82,12 @@ class Simulator:
     state: ExecutionState = field(default_factory=ExecutionState)
     deliveries: list[Delivery] = field(default_factory=list)
     """Every delivery a worker received, in order."""
+    http_adapter_enabled: bool = True
+    max_payload_bytes: int | None = None
+    children: dict[str, WorkflowIR] = field(default_factory=dict)
+    """Child definitions by hash, for a child execution's ``StartChild``."""
+    outbox: list[Outgoing] = field(default_factory=list)
+    """Every message the turns called for, in order."""
 
     @classmethod
     def from_yaml(cls, text: str, workers: dict[str, Worker], **options: Any) -> Simulator:
@@ -82,13 +100,40 @@ class Simulator:
             self.state = evolve(self.state, event)
             self.history.append(event)
 
-    def settle(self) -> list[Event]:
+    @property
+    def policy(self) -> Policy:
+        return Policy(self.limits, self.http_adapter_enabled, self.max_payload_bytes)
+
+    def turn(
+        self, inputs: list[DeciderInput], heartbeats: dict[str, int | None] | None = None
+    ) -> list[Event]:
+        """One decider turn on ``inputs``, as the service takes it; the events appended.
+
+        Raises:
+            OrbitError: The execution refused an input (the service would log it).
+        """
         before = len(self.history)
-        state, events = decide_until_stable(self.state, self.definition, self.now, self.limits)
-        self.append(events)
-        assert self.state == state
+        facts = Facts(
+            definition=self.definition if self.state.last_seq else None,
+            children=self.children,
+            heartbeats=heartbeats or {},
+        )
+        decided = plan(
+            self.state, inputs, facts, now=self.now, policy=self.policy, topology=TOPOLOGY
+        )
+        assert decided is not None, "an input for an execution that does not exist"
+        if decided.refused:
+            raise decided.refused[0][1]
+        self.append(decided.events)
+        assert self.state == decided.state
         assert decide(self.state, self.definition, self.now, self.limits) == []
+        check_messages(decided.events, decided.state, decided.messages)
+        self.outbox += decided.messages
         return self.history[before:]
+
+    def settle(self) -> list[Event]:
+        """A decider turn with nothing new: a ``Wake``."""
+        return self.turn([Wake(execution_id=self.state.execution_id)])
 
     def start(self, input: Any = None, execution_id: str = "e-1") -> None:
         self.append([start_execution(self.definition, "sha256:test", execution_id, input)])
@@ -108,26 +153,21 @@ class Simulator:
         self, token: str, output: Any = None, error: TaskFailure | None = None
     ) -> list[Event]:
         """One worker result for delivery ``token``, then the decider's rounds."""
-        before = len(self.history)
-        self.append(accept_result(self.state, self.definition, token, output=output, error=error))
-        self.settle()
-        return self.history[before:]
+        execution_id = self.state.execution_id
+        return self.turn(
+            [TaskResult(execution_id=execution_id, token=token, output=output, error=error)]
+        )
 
     def fire(self, key: str, at: int | None = None) -> list[Event]:
         """The timer service fires ``key`` at ``at`` (default: now), then the decider's rounds."""
-        before = len(self.history)
         if at is not None:
             self.now = at
-        self.append(accept_timer(self.state, key, self.now))
-        self.settle()
-        return self.history[before:]
+        return self.turn([TimerDue(execution_id=self.state.execution_id, key=key)])
 
     def lose(self, token: str, reason: str = "worker lost") -> list[Event]:
         """The worker holding ``token`` is gone, then the decider's rounds."""
-        before = len(self.history)
-        self.append(accept_lost_delivery(self.state, token, reason))
-        self.settle()
-        return self.history[before:]
+        execution_id = self.state.execution_id
+        return self.turn([DeliveryLost(execution_id=execution_id, token=token, reason=reason)])
 
     def attempt_timeout(self, token: str, code: ErrorCode) -> list[Event]:
         """A queue or heartbeat deadline of ``token`` passed, then the decider's rounds."""
@@ -164,21 +204,22 @@ class Simulator:
             )
             self.deliveries.append(delivery)
             worker = self.workers[task]
+            execution_id = self.state.execution_id
+            answer: DeciderInput
             try:
                 output = worker(unit.input, delivery)
             except Fail as failure:
-                events = accept_result(
-                    self.state, self.definition, delivery.token, error=failure.failure
+                answer = TaskResult(
+                    execution_id=execution_id, token=delivery.token, error=failure.failure
                 )
             except Hang:
                 hung.add(delivery.token)
                 continue
             except Crash:
-                events = accept_lost_delivery(self.state, delivery.token, "worker lost")
+                answer = DeliveryLost(execution_id=execution_id, token=delivery.token)
             else:
-                events = accept_result(self.state, self.definition, delivery.token, output=output)
-            self.append(events)
-            self.settle()
+                answer = TaskResult(execution_id=execution_id, token=delivery.token, output=output)
+            self.turn([answer])
             progressed = True
         return progressed
 
@@ -189,14 +230,12 @@ class Simulator:
         key, due = min(timers.items(), key=lambda item: (item[1], item[0]))
         self.now = max(self.now, due)
         kind, _, token = key.partition(":")
+        heartbeats: dict[str, int | None] = {}
         if kind in LIVENESS_TIMERS:
             # Workers here take deliveries at once; a hung one never heartbeats again.
             hung = getattr(self, "_hung", set())
-            heartbeat_at = 0 if token in hung else self.now
-            self.append(accept_liveness_check(self.state, key, self.now, heartbeat_at))
-        else:
-            self.append(accept_timer(self.state, key, self.now))
-        self.settle()
+            heartbeats[key] = 0 if token in hung else self.now
+        self.turn([TimerDue(execution_id=self.state.execution_id, key=key)], heartbeats)
         return True
 
     def run(self, max_steps: int = 10_000) -> ExecutionState:
@@ -227,3 +266,33 @@ class Simulator:
 
     def unit_status(self, key: str) -> UnitStatus:
         return self.state.unit(key).status
+
+
+def check_messages(events: list[Event], state: ExecutionState, messages: list[Outgoing]) -> None:
+    """Each dispatch still in flight after the turn has its one message, and no other
+    task or child start is sent."""
+    in_flight = {unit.token for unit in state.units.values() if unit.token}
+    dispatched = {
+        event.token: event
+        for event in events
+        if isinstance(event, StepDispatched) and event.token in in_flight
+    }
+    sent: dict[str, Outgoing] = {}
+    for outgoing in messages:
+        message = outgoing.message
+        if isinstance(message, TaskAssignment):
+            assert message.token not in sent, f"{message.token} sent twice"
+            sent[message.token] = outgoing
+            assert outgoing.headers is not None
+            assert "traceparent" in outgoing.headers
+            assert outgoing.route == TOPOLOGY.task_route(message.task, message.task_version)
+            assert message.idempotency_key == state.idempotency_key(message.unit)
+        elif isinstance(message, StartChild):
+            assert message.parent_token not in sent, f"{message.parent_token} sent twice"
+            sent[message.parent_token] = outgoing
+            assert outgoing.route == TOPOLOGY.decider_route(message.execution_id)
+    assert sent.keys() == dispatched.keys(), (sorted(sent), sorted(dispatched))
+    for token, outgoing in sent.items():
+        message = outgoing.message
+        attempt = message.attempt if isinstance(message, TaskAssignment) else None
+        assert attempt in (None, dispatched[token].attempt)

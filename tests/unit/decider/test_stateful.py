@@ -1,10 +1,14 @@
 """Random interleavings of everything the world can tell an execution.
 
-Results (good, failed, duplicate, stale), signals, timers (due, early,
-unknown), lost workers and cancels arrive in any order. After every input
-the decider settles; the fold must accept every event, replaying the
-history must give the state built step by step, and deciding again must
-give nothing. When the world stops misbehaving, every execution ends.
+Results (good, failed, duplicate, stale, unstorable, too large), signals,
+timers (due, early, unknown; deadlines with a live or a silent worker), lost
+workers, cancels and cancels from a parent that is not its own arrive in any
+order, under a random policy (the HTTP adapter on or off, a payload limit).
+Every input goes through :func:`orbit_model.plan.plan`, as in the decider
+service. After every input the fold must accept every event, replaying the
+history must give the state built step by step, deciding again must give
+nothing, and every dispatch must have its one message. When the world stops
+misbehaving, every execution ends.
 """
 
 from __future__ import annotations
@@ -17,19 +21,17 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from orbit_model import compile_definition
-from orbit_model.decider import Limits, decide, decide_until_stable
-from orbit_model.events import Event, TaskFailure
-from orbit_model.inputs import (
-    accept_cancel,
-    accept_lost_delivery,
-    accept_result,
-    accept_signal,
-    accept_timer,
-    start_execution,
-)
+from orbit_model.decider import Limits, decide
+from orbit_model.events import Event, StepAttemptFailed, StepSucceeded, TaskFailure
+from orbit_model.inputs import LIVENESS_TIMERS, accept_cancel, accept_signal, start_execution
 from orbit_model.ir import AwaitStep, WorkflowIR
+from orbit_model.messages import CancelChild, DeciderInput, DeliveryLost, TaskResult, TimerDue
+from orbit_model.payloads import payload_problem
+from orbit_model.plan import Facts, Policy, plan
 from orbit_model.state import ExecutionState, UnitStatus, evolve, replay
 from orbit_model.units import parse_unit
+
+from .simulator import TOPOLOGY, check_messages
 
 EXAMPLES = Path(__file__).parents[3] / "examples"
 
@@ -95,14 +97,20 @@ class ExecutionMachine(RuleBasedStateMachine):
     history: list[Event]
     now: int
     limits: Limits
+    policy: Policy
 
     @initialize(
         name=st.sampled_from(sorted(DEFINITIONS)),
         history_limit=st.sampled_from([None, None, 40]),
+        adapter=st.booleans(),
+        payload_limit=st.sampled_from([None, None, 64]),
     )
-    def start(self, name: str, history_limit: int | None) -> None:
+    def start(
+        self, name: str, history_limit: int | None, adapter: bool, payload_limit: int | None
+    ) -> None:
         self.definition = DEFINITIONS[name]
         self.limits = Limits(max_history_events=history_limit, max_fan_out=10)
+        self.policy = Policy(self.limits, adapter, payload_limit)
         self.now = 1_000_000
         self.history = []
         self.state = ExecutionState()
@@ -111,14 +119,29 @@ class ExecutionMachine(RuleBasedStateMachine):
     # -- plumbing ----------------------------------------------------------
 
     def _append(self, events: list[Event]) -> None:
+        """Events the gateway appends (a start, a signal, a cancel), then a decider turn."""
         for event in events:
             self.state = evolve(self.state, event)
             self.history.append(event)
-        state, decided = decide_until_stable(self.state, self.definition, self.now, self.limits)
-        for event in decided:
+        self._turn([])
+
+    def _turn(
+        self, inputs: list[DeciderInput], heartbeats: dict[str, int | None] | None = None
+    ) -> None:
+        """A decider turn on ``inputs``, as the service takes it."""
+        facts = Facts(definition=self.definition, heartbeats=heartbeats or {})
+        decided = plan(
+            self.state, inputs, facts, now=self.now, policy=self.policy, topology=TOPOLOGY
+        )
+        assert decided is not None
+        for event in decided.events:
             self.state = evolve(self.state, event)
             self.history.append(event)
-        assert self.state == state
+        assert self.state == decided.state
+        check_messages(decided.events, decided.state, decided.messages)
+
+    def _result(self, token: str, output: Any = None, error: TaskFailure | None = None) -> None:
+        self._turn([TaskResult(execution_id="e-1", token=token, output=output, error=error)])
 
     def _tokens(self) -> list[str]:
         return sorted(token for unit in self.state.units.values() for token in unit.tokens)
@@ -159,26 +182,48 @@ class ExecutionMachine(RuleBasedStateMachine):
     @rule(data=st.data())
     def succeed(self, data: st.DataObject) -> None:
         token = data.draw(st.sampled_from(self._tokens()))
-        self._append(accept_result(self.state, self.definition, token, self._good_output(token)))
+        self._result(token, self._good_output(token))
 
     @precondition(lambda self: bool(self._tokens()))
     @rule(data=st.data(), output=st.sampled_from([None, {}, {"id": 3}, [1], "text"]))
     def answer_anything(self, data: st.DataObject, output: Any) -> None:
         token = data.draw(st.sampled_from(self._tokens()))
-        self._append(accept_result(self.state, self.definition, token, output))
+        self._result(token, output)
+
+    @precondition(lambda self: bool(self._in_flight()))
+    @rule(
+        data=st.data(),
+        output=st.sampled_from([{"id": "a\x00b"}, {"id": "\ud800"}, {"id": "x" * 100}]),
+    )
+    def answer_what_may_not_be_stored(self, data: st.DataObject, output: Any) -> None:
+        token = data.draw(st.sampled_from(self._in_flight()))
+        unit = self.state.unit_of_token(token)
+        limit = self.policy.max_payload_bytes
+        storable = output == {"id": "x" * 100} and limit is None
+        before = len(self.history)
+        self._result(token, output)
+        new = self.history[before:]
+        if not storable:  # the attempt failed instead, and is not retried
+            assert not any(isinstance(e, StepSucceeded) and e.unit == unit for e in new)
+            failed = [e for e in new if isinstance(e, StepAttemptFailed) and e.unit == unit]
+            assert [e.error.code for e in failed] in (
+                [],  # the unit was not waiting for it (a cancelled one, say)
+                ["INVALID_OUTPUT"],
+                ["PAYLOAD_TOO_LARGE"],
+            )
 
     @precondition(lambda self: bool(self._tokens()))
     @rule(data=st.data(), retryable=st.booleans(), code=st.sampled_from(["BOOM", "OUT_OF_STOCK"]))
     def fail(self, data: st.DataObject, retryable: bool, code: str) -> None:
         token = data.draw(st.sampled_from(self._tokens()))
         error = TaskFailure(code=code, message="failed", retryable=retryable)
-        self._append(accept_result(self.state, self.definition, token, error=error))
+        self._result(token, error=error)
 
     @precondition(lambda self: bool(self._in_flight()))
     @rule(data=st.data())
     def lose_worker(self, data: st.DataObject) -> None:
         token = data.draw(st.sampled_from(self._in_flight()))
-        self._append(accept_lost_delivery(self.state, token, "worker lost"))
+        self._turn([DeliveryLost(execution_id="e-1", token=token)])
 
     @precondition(lambda self: bool(self.definition.signals) and not self.state.terminal)
     @rule(data=st.data())
@@ -192,7 +237,11 @@ class ExecutionMachine(RuleBasedStateMachine):
     def fire_due_timer(self, data: st.DataObject) -> None:
         key = data.draw(st.sampled_from(sorted(self.state.timers)))
         self.now = max(self.now, self.state.timers[key])
-        self._append(accept_timer(self.state, key, self.now))
+        heartbeats: dict[str, int | None] = {}
+        if key.partition(":")[0] in LIVENESS_TIMERS:
+            # Nobody holds the delivery, its worker is silent, or it heartbeats now.
+            heartbeats[key] = data.draw(st.sampled_from([None, 0, self.now]))
+        self._turn([TimerDue(execution_id="e-1", key=key)], heartbeats)
 
     @rule(key=st.sampled_from(["workflow", "retry:nope", "timer:first", "timeout:x"]))
     def fire_unknown_or_early_timer(self, key: str) -> None:
@@ -200,14 +249,21 @@ class ExecutionMachine(RuleBasedStateMachine):
         # Early means before its due time (which may lie behind the clock already).
         due = self.state.timers.get(key)
         early = self.now - 1 if due is None else due - 1
-        assert accept_timer(self.state, key, early) == []
-        self._append(accept_timer(self.state, key, early))
+        clock, self.now = self.now, early
+        self._turn([TimerDue(execution_id="e-1", key=key)])
+        self.now = clock
         assert len(self.history) == before
 
     @precondition(lambda self: not self.state.terminal)
     @rule(reason=st.sampled_from(["", "by the test"]))
     def cancel(self, reason: str) -> None:
         self._append(accept_cancel(self.state, reason))
+
+    @rule()
+    def cancel_from_a_parent_it_does_not_have(self) -> None:
+        before = len(self.history)
+        self._turn([CancelChild(execution_id="e-1", parent_execution_id="p-1", reason="no")])
+        assert len(self.history) == before
 
     @rule(milliseconds=st.integers(0, 3_600_000))
     def time_passes(self, milliseconds: int) -> None:
@@ -221,6 +277,11 @@ class ExecutionMachine(RuleBasedStateMachine):
         assert replay(self.history) == self.state
 
     @invariant()
+    def every_event_can_be_stored(self) -> None:
+        for event in self.history[-20:]:
+            assert payload_problem(event.model_dump()) is None, event
+
+    @invariant()
     def deciding_again_gives_nothing(self) -> None:
         assert decide(self.state, self.definition, self.now, self.limits) == []
 
@@ -232,9 +293,7 @@ class ExecutionMachine(RuleBasedStateMachine):
                 break
             if self._in_flight():
                 token = self._in_flight()[0]
-                self._append(
-                    accept_result(self.state, self.definition, token, self._good_output(token))
-                )
+                self._result(token, self._good_output(token))
             elif self._waiting_signals():
                 for name in self._waiting_signals():
                     payload = {"approved": True} if name == "approval" else {}
@@ -242,7 +301,8 @@ class ExecutionMachine(RuleBasedStateMachine):
             elif self.state.timers:
                 key, due = min(self.state.timers.items(), key=lambda item: (item[1], item[0]))
                 self.now = max(self.now, due)
-                self._append(accept_timer(self.state, key, self.now))
+                heartbeats = {key: self.now} if key.partition(":")[0] in LIVENESS_TIMERS else {}
+                self._turn([TimerDue(execution_id="e-1", key=key)], heartbeats)
             else:
                 break
         assert self.state.terminal, (self.state.status, self.state.units)

@@ -1,0 +1,80 @@
+"""The messages committed events call for, and where each goes.
+
+After a decider commits a round, each new dispatch goes to its worker (a
+``TaskAssignment`` on the contract's queue, with the attempt's
+``traceparent``) or, for a child workflow, to the child (a ``StartChild`` on
+the child's partition); a child workflow step cancelled while its child runs
+cancels the child; and a child that ended answers its parent. This module
+chooses them; the services only encode and publish them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from orbit_model.children import cancel_child, child_execution_id, child_outcome
+from orbit_model.decider import unit_call
+from orbit_model.events import Event, StepCancelled, StepDispatched
+from orbit_model.ir import HTTP_CONTRACT_VERSION, HTTP_TASK, WorkflowIR
+from orbit_model.messages import Outgoing, StartChild, TaskAssignment
+from orbit_model.state import ExecutionState
+from orbit_model.topology import Topology
+from orbit_model.trace_ids import traceparent
+
+
+def messages_for(
+    before: ExecutionState,
+    state: ExecutionState,
+    ir: WorkflowIR,
+    events: Sequence[Event],
+    topology: Topology,
+) -> list[Outgoing]:
+    """What ``events`` (taking ``before`` to ``state``) call for, in their order."""
+    messages: list[Outgoing] = []
+    in_flight = {unit.token for unit in state.units.values() if unit.token}
+    for event in events:
+        if isinstance(event, StepDispatched) and event.token in in_flight:
+            messages.append(_dispatch(state, ir, event, topology))
+        elif isinstance(event, StepCancelled) and state.unit(event.unit).tokens:
+            step, call = unit_call(ir, event.unit)
+            if step.child is not None and call is step.call:
+                messages.append(cancel_child(state, event.unit, topology))
+    if state.terminal and not before.terminal and state.parent_execution_id:
+        messages.append(child_outcome(state, topology))
+    return messages
+
+
+def _dispatch(
+    state: ExecutionState, ir: WorkflowIR, event: StepDispatched, topology: Topology
+) -> Outgoing:
+    step, call = unit_call(ir, event.unit)
+    unit = state.unit(event.unit)
+    if step.child is not None and call is step.call:
+        child_id = child_execution_id(state.execution_id, event.unit)
+        start = StartChild(
+            execution_id=child_id,
+            definition_hash=step.child.hash or "",
+            input=unit.input,
+            parent=f"{state.execution_id}:{event.unit}",
+            parent_execution_id=state.execution_id,
+            parent_token=event.token,
+            root_execution_id=state.trace_root,
+        )
+        return Outgoing(topology.decider_route(child_id), start)
+    version = HTTP_CONTRACT_VERSION if call.task == HTTP_TASK else ir.tasks[call.task].version
+    assignment = TaskAssignment(
+        execution_id=state.execution_id,
+        workflow=state.workflow,
+        unit=event.unit,
+        task=call.task,
+        task_version=version,
+        token=event.token,
+        attempt=event.attempt,
+        idempotency_key=state.idempotency_key(event.unit),
+        redelivery=event.redelivery,
+        input=unit.input,
+        result_route=topology.decider_route(state.execution_id),
+    )
+    # The attempt's span (ids derived, orbit_model.trace_ids) parents the worker's.
+    span = traceparent(state.trace_root, state.execution_id, event.unit, event.token)
+    return Outgoing(topology.task_route(call.task, version), assignment, {"traceparent": span})

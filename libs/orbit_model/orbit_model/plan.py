@@ -1,0 +1,269 @@
+"""One execution's turn in a decider batch: its inputs in, events and messages out.
+
+:func:`plan` is everything the decider service does for one execution
+between reading its state and committing, without the I/O: a child start
+first, then each input turned into events (:mod:`orbit_model.inputs`), a
+worker's result kept only if it can be stored, the rounds of
+:func:`~orbit_model.decider.decide_until_stable` with the calls no worker may
+take answered at once (http steps while the HTTP adapter is disabled), and
+the messages the new events call for (:mod:`orbit_model.outgoing`). The
+simulator and the stateful tests run the same function.
+
+What ``plan`` needs that only I/O can tell is given to it: the execution's
+definition and its children's, and for a schedule or heartbeat deadline when
+the delivery's task last heartbeated (:class:`Facts`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from orbit_model.children import cancel_applies, start_child
+from orbit_model.decider import Limits, decide_until_stable, unit_call
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.events import Event, StepDispatched, TaskFailure
+from orbit_model.inputs import (
+    LIVENESS_TIMERS,
+    accept_cancel,
+    accept_liveness_check,
+    accept_lost_delivery,
+    accept_result,
+    accept_timer,
+)
+from orbit_model.ir import HTTP_TASK, WorkflowIR
+from orbit_model.messages import (
+    CancelChild,
+    DeciderInput,
+    DeliveryLost,
+    Outgoing,
+    StartChild,
+    TaskResult,
+    TimerDue,
+)
+from orbit_model.outgoing import messages_for
+from orbit_model.payloads import payload_problem
+from orbit_model.state import ExecutionState, evolve
+from orbit_model.topology import Topology
+
+ADAPTER_DISABLED_MESSAGE = (
+    "http steps need the HTTP adapter, which is disabled: set"
+    " ORBIT_HTTP_ADAPTER_ENABLED=true for the decider and run the adapter"
+    " (orbit service http-adapter; orbit dev runs it)"
+)
+
+
+@dataclass(frozen=True)
+class Policy:
+    """How the decider is configured (its part of the settings)."""
+
+    limits: Limits = field(default_factory=Limits)
+    http_adapter_enabled: bool = False
+    """Whether http steps are dispatched to the adapter; if not, they fail at once."""
+    max_payload_bytes: int | None = None
+    """The largest output a result may store (``ORBIT_MAX_PAYLOAD_BYTES``)."""
+
+
+@dataclass(frozen=True)
+class Facts:
+    """What only I/O can tell a turn.
+
+    Attributes:
+        definition: The execution's definition (None for a child not started yet).
+        children: Child definitions by hash, for the ``StartChild`` inputs.
+        heartbeats: For each schedule or heartbeat timer key among the inputs,
+            when its delivery's task last heartbeated (epoch ms; None: nobody holds it).
+    """
+
+    definition: WorkflowIR | None = None
+    children: Mapping[str, WorkflowIR] = field(default_factory=dict)
+    heartbeats: Mapping[str, int | None] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What one execution's turn appends and sends.
+
+    Attributes:
+        before: The state the turn started from.
+        state: The state after ``events``.
+        events: The events to append after ``before.last_seq``.
+        messages: What to publish once they are committed.
+        refired: Timers fired but still wanted (the decider's clock was behind):
+            the timer service deleted their rows, so they are written again.
+        refused: Inputs the execution refused, with why (to log; never an event).
+    """
+
+    before: ExecutionState
+    state: ExecutionState
+    events: list[Event]
+    messages: list[Outgoing]
+    refired: list[str] = field(default_factory=list)
+    refused: list[tuple[DeciderInput, OrbitError]] = field(default_factory=list)
+
+    @property
+    def writes(self) -> bool:
+        """Whether there is anything to commit."""
+        return bool(self.events or self.messages or self.refired)
+
+    @property
+    def timers_before(self) -> dict[str, int]:
+        """The timers to diff ``state``'s against: a refired one is written again."""
+        timers = dict(self.before.timers)
+        for key in self.refired:
+            timers.pop(key, None)
+        return timers
+
+
+def liveness_key(item: DeciderInput) -> str | None:
+    """The timer key of a schedule or heartbeat deadline among the inputs, else None:
+    those are judged on who holds the delivery now (a :class:`Facts` heartbeat)."""
+    if isinstance(item, TimerDue) and item.key.partition(":")[0] in LIVENESS_TIMERS:
+        return item.key
+    return None
+
+
+def plan(
+    state: ExecutionState,
+    inputs: Sequence[DeciderInput],
+    facts: Facts,
+    *,
+    now: int,
+    policy: Policy,
+    topology: Topology,
+) -> Plan | None:
+    """The events and messages of one execution's inputs; None if it does not exist
+    (and no child start could create it) or its definition is unknown."""
+    before = state
+    events: list[Event] = []
+    messages: list[Outgoing] = []
+    for item in inputs:
+        if isinstance(item, StartChild):
+            started = start_child(state, item, facts.children.get(item.definition_hash), topology)
+            state = started.state
+            events += started.events
+            messages += started.answers
+    if state.last_seq == 0 and not events:
+        # A child that could not start answers its parent; anything else is dropped.
+        return Plan(before, state, [], messages) if messages else None
+    ir = (
+        facts.definition
+        if facts.definition is not None
+        else facts.children.get(state.definition_hash)
+    )
+    if ir is None:
+        return None
+    refused: list[tuple[DeciderInput, OrbitError]] = []
+    for item in inputs:
+        try:
+            accepted = accept_input(state, ir, item, now=now, facts=facts, policy=policy)
+        except OrbitError as error:
+            refused.append((item, error))
+            continue
+        for event in accepted:
+            state = evolve(state, event)
+            events.append(event)
+    state, decided = decide_answering(state, ir, now, policy)
+    events += decided
+    # The timer service deletes the rows it fires: a firing that changed nothing
+    # (the decider's clock is behind) must put its timer back.
+    refired = [i.key for i in inputs if isinstance(i, TimerDue) and i.key in state.timers]
+    messages += messages_for(before, state, ir, events, topology)
+    return Plan(before, state, events, messages, refired, refused)
+
+
+def accept_input(
+    state: ExecutionState,
+    ir: WorkflowIR,
+    item: DeciderInput,
+    *,
+    now: int,
+    facts: Facts,
+    policy: Policy,
+) -> list[Event]:
+    """The events one input adds (a ``Wake`` or ``StartChild`` adds none: only a decision).
+
+    Raises:
+        OrbitError: The execution refuses it (a result for no delivery it knows, a
+            firing of a timer it does not wait on, …).
+    """
+    if isinstance(item, TaskResult):
+        output, error = storable_result(item, policy.max_payload_bytes)
+        return accept_result(
+            state, ir, item.token, output=output, error=error, worker_id=item.worker_id
+        )
+    if isinstance(item, TimerDue):
+        # A firing never counts as earlier than it was due.
+        at = max(now, item.due_at or 0)
+        if item.key in facts.heartbeats:
+            return accept_liveness_check(state, item.key, at, facts.heartbeats[item.key])
+        return accept_timer(state, item.key, at)
+    if isinstance(item, DeliveryLost):
+        return accept_lost_delivery(state, item.token, item.reason)
+    if isinstance(item, CancelChild) and cancel_applies(state, item):
+        return accept_cancel(state, item.reason)
+    return []
+
+
+def storable_result(
+    result: TaskResult, max_payload_bytes: int | None
+) -> tuple[Any, TaskFailure | None]:
+    """The result as it can be stored: one that cannot is a failed attempt instead.
+
+    An output that is not JSON Postgres can hold (a NUL character, a lone
+    surrogate, a NaN) fails the attempt with ``INVALID_OUTPUT``; one over
+    ``max_payload_bytes`` with ``PAYLOAD_TOO_LARGE``; neither is retried. An
+    error that cannot be stored keeps its code (without NULs) and says why.
+    """
+    if result.error is not None:
+        problem = payload_problem(result.error.model_dump(mode="json"))
+        if problem is None:
+            return None, result.error
+        return None, TaskFailure(
+            code=result.error.code.replace("\x00", ""),
+            message=f"the worker's error could not be stored: it {problem}",
+            retryable=result.error.retryable,
+        )
+    problem = payload_problem(result.output, max_payload_bytes)
+    if problem is None:
+        return result.output, None
+    too_large = problem.endswith("(ORBIT_MAX_PAYLOAD_BYTES)")
+    code = ErrorCode.PAYLOAD_TOO_LARGE if too_large else ErrorCode.INVALID_OUTPUT
+    return None, TaskFailure(code=code, message=f"the output {problem}", retryable=False)
+
+
+def decide_answering(
+    state: ExecutionState, ir: WorkflowIR, now: int, policy: Policy
+) -> tuple[ExecutionState, list[Event]]:
+    """Decide to a fixpoint, answering at once the calls no worker may take.
+
+    While the HTTP adapter is disabled, every http step dispatched fails at
+    once with ``ADAPTER_DISABLED`` (not retryable), and the rounds go on from
+    there: nothing waits for a worker that will never come.
+    """
+    state, events = decide_until_stable(state, ir, now, policy.limits)
+    refused = _refused_now(ir, events, policy)
+    while refused:
+        answers: list[Event] = []
+        for dispatched in refused:
+            failure = TaskFailure(
+                code=ErrorCode.ADAPTER_DISABLED, message=ADAPTER_DISABLED_MESSAGE, retryable=False
+            )
+            answers += accept_result(state, ir, dispatched.token, error=failure)
+        for event in answers:
+            state = evolve(state, event)
+        state, more = decide_until_stable(state, ir, now, policy.limits)
+        events += answers + more
+        refused = _refused_now(ir, more, policy)
+    return state, events
+
+
+def _refused_now(ir: WorkflowIR, events: list[Event], policy: Policy) -> list[StepDispatched]:
+    if policy.http_adapter_enabled:
+        return []
+    return [
+        event
+        for event in events
+        if isinstance(event, StepDispatched) and unit_call(ir, event.unit)[1].task == HTTP_TASK
+    ]

@@ -1,0 +1,367 @@
+"""The decider's pure turn (orbit_model.plan): what the service used to decide in its I/O class.
+
+The calls no worker may take (http steps while the HTTP adapter is off),
+results that cannot be stored, child workflows started, answered and
+cancelled through their messages, timers put back, inputs refused. A
+:class:`Family` runs a parent and its children as the decider would, each
+message of one going to the other through ``plan``.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+from orbit_model import compile_definition
+from orbit_model.compiler import Definition
+from orbit_model.errors import ErrorCode
+from orbit_model.events import (
+    RetryScheduled,
+    StepAttemptFailed,
+    StepDispatched,
+    StepFailed,
+    TaskFailure,
+)
+from orbit_model.inputs import accept_cancel, start_execution
+from orbit_model.ir import CallStep
+from orbit_model.messages import (
+    CancelChild,
+    DeciderInput,
+    Outgoing,
+    StartChild,
+    TaskAssignment,
+    TaskResult,
+    TimerDue,
+    Wake,
+)
+from orbit_model.plan import Facts, Policy, plan, storable_result
+from orbit_model.state import ExecutionState, evolve, replay
+
+from .simulator import TOPOLOGY, Simulator, check_messages
+
+HEAD = "orbit: 1\nversion: 1.0.0\n"
+NOW = 1_000_000
+
+
+def compiled(name: str, body: str) -> Definition:
+    return compile_definition(HEAD + f"workflow: {name}\n" + textwrap.dedent(body))
+
+
+CHILD = compiled(
+    "kid",
+    """
+    tasks: {work: {version: "1"}}
+    steps:
+      - id: work
+        task: work
+    output: {made: "${ steps.work.output }"}
+    """,
+)
+
+
+def pinned(parent: Definition, child: Definition) -> Definition:
+    """``parent`` with its child steps pinned to ``child``'s hash, as registering does."""
+    steps = tuple(
+        step.model_copy(update={"child": step.child.model_copy(update={"hash": child.hash})})
+        if isinstance(step, CallStep) and step.child is not None
+        else step
+        for step in parent.ir.steps
+    )
+    return Definition(ir=parent.ir.model_copy(update={"steps": steps}), hash=parent.hash)
+
+
+PARENT = pinned(
+    compiled(
+        "parent",
+        """
+        steps:
+          - id: kid
+            workflow: kid@1.0.0
+            retry: {max_attempts: 2, initial_interval: 1s}
+        output: ${ steps.kid.output }
+        """,
+    ),
+    CHILD,
+)
+
+
+class Family:
+    """A parent and its children, each message delivered through ``plan`` at once."""
+
+    def __init__(self, parent: Definition, *children: Definition) -> None:
+        self.definitions = {d.hash: d.ir for d in (parent, *children)}
+        self.states: dict[str, ExecutionState] = {}
+        self.sent: list[Outgoing] = []
+        created = start_execution(parent.ir, parent.hash, "p-1", None)
+        self.states["p-1"] = replay([created])
+        self.deliver("p-1", Wake(execution_id="p-1"))
+
+    def deliver(self, execution_id: str, *inputs: DeciderInput) -> None:
+        """One decider turn of ``execution_id``, then every message it sent, in order."""
+        state = self.states.get(execution_id, ExecutionState())
+        definition = self.definitions.get(state.definition_hash) if state.last_seq else None
+        facts = Facts(definition=definition, children=self.definitions)
+        decided = plan(state, list(inputs), facts, now=NOW, policy=Policy(), topology=TOPOLOGY)
+        assert decided is not None
+        assert not decided.refused, decided.refused
+        check_messages(decided.events, decided.state, decided.messages)
+        if decided.state.last_seq:
+            self.states[execution_id] = decided.state
+        self.sent += decided.messages
+        for outgoing in decided.messages:
+            if not isinstance(outgoing.message, TaskAssignment):
+                self.deliver(outgoing.message.execution_id, outgoing.message)
+
+    def work(self, execution_id: str, output: Any = None, error: TaskFailure | None = None) -> None:
+        """The worker of the one task in flight of ``execution_id`` answers."""
+        [token] = [u.token for u in self.states[execution_id].units.values() if u.token]
+        result = TaskResult(execution_id=execution_id, token=token, output=output, error=error)
+        self.deliver(execution_id, result)
+
+    def cancel(self, execution_id: str) -> None:
+        state = self.states[execution_id]
+        [requested] = accept_cancel(state, "by the test")
+        self.states[execution_id] = evolve(state, requested)
+        self.deliver(execution_id, Wake(execution_id=execution_id))
+
+    def of(self, kind: type) -> list[Any]:
+        return [outgoing.message for outgoing in self.sent if isinstance(outgoing.message, kind)]
+
+
+# -- child workflows --
+
+
+def test_a_child_starts_runs_and_answers_its_parent_with_its_output() -> None:
+    family = Family(PARENT, CHILD)
+    [start] = family.of(StartChild)
+    assert start.execution_id == "p-1:kid"
+    assert family.states["p-1:kid"].parent_execution_id == "p-1"
+    family.work("p-1:kid", "made")
+    assert family.states["p-1:kid"].status == "completed"
+    assert family.states["p-1"].status == "completed"
+    assert family.states["p-1"].output == {"made": "made"}
+
+
+def test_a_failed_child_fails_its_parents_step_with_child_failed() -> None:
+    family = Family(PARENT, CHILD)
+    family.work("p-1:kid", error=TaskFailure(code="NO", message="broke", retryable=False))
+    assert family.states["p-1:kid"].status == "failed"
+    parent = family.states["p-1"]
+    error = parent.unit("kid").error
+    assert error is not None
+    assert (error.code, error.retryable) == (ErrorCode.CHILD_FAILED, False)
+    assert error.details["child_execution_id"] == "p-1:kid"
+    assert parent.status == "failed"  # not retried: a child's failure is its own
+
+
+def test_a_parent_that_stops_cancels_its_running_child() -> None:
+    family = Family(PARENT, CHILD)
+    family.cancel("p-1")
+    [cancel] = family.of(CancelChild)
+    assert (cancel.execution_id, cancel.parent_execution_id) == ("p-1:kid", "p-1")
+    assert family.states["p-1:kid"].status == "cancelled"
+    assert family.states["p-1"].status == "cancelled"
+
+
+def test_a_stranger_cannot_cancel_a_child() -> None:
+    family = Family(PARENT, CHILD)
+    family.deliver("p-1:kid", CancelChild(execution_id="p-1:kid", parent_execution_id="p-2"))
+    assert family.states["p-1:kid"].status == "running"
+
+
+def test_a_retried_start_reattaches_the_child_and_an_ended_child_answers_again() -> None:
+    family = Family(PARENT, CHILD)
+    [start] = family.of(StartChild)
+    again = start.model_copy(update={"parent_token": "p-1:kid:2"})
+    family.deliver("p-1:kid", again)
+    child = family.states["p-1:kid"]
+    assert child.parent_token == "p-1:kid:2"
+    family.work("p-1:kid", "x")
+    answers = [r for r in family.of(TaskResult) if r.execution_id == "p-1"]
+    assert [r.token for r in answers] == ["p-1:kid:2"]  # to the delivery that waits now
+    family.deliver("p-1:kid", start)  # repeated after the end: answered again
+    answers = [r for r in family.of(TaskResult) if r.execution_id == "p-1"]
+    assert [r.token for r in answers] == ["p-1:kid:2", "p-1:kid:1"]
+
+
+def test_a_child_id_taken_by_another_execution_fails_the_parents_step() -> None:
+    stranger = start_execution(CHILD.ir, CHILD.hash, "p-1:kid", None)
+    family = Family.__new__(Family)
+    family.definitions = {d.hash: d.ir for d in (PARENT, CHILD)}
+    family.states = {"p-1:kid": replay([stranger])}
+    family.sent = []
+    family.states["p-1"] = replay([start_execution(PARENT.ir, PARENT.hash, "p-1", None)])
+    family.deliver("p-1", Wake(execution_id="p-1"))
+    failure = family.states["p-1"].unit("kid").error
+    assert failure is not None
+    assert failure.code == ErrorCode.CHILD_ID_TAKEN
+
+
+def test_a_child_whose_definition_is_not_registered_fails_the_parents_step() -> None:
+    start = StartChild(
+        execution_id="p-1:kid",
+        definition_hash="sha256:nothing",
+        parent="p-1:kid",
+        parent_execution_id="p-1",
+        parent_token="p-1:kid:1",
+    )
+    decided = plan(ExecutionState(), [start], Facts(), now=NOW, policy=Policy(), topology=TOPOLOGY)
+    assert decided is not None
+    assert decided.events == []
+    [answer] = [m.message for m in decided.messages]
+    assert isinstance(answer, TaskResult)
+    assert answer.error is not None
+    assert answer.error.code == ErrorCode.CHILD_NOT_REGISTERED
+    assert decided.messages[0].route == TOPOLOGY.decider_route("p-1")
+
+
+# -- the calls no worker may take --
+
+HTTP = """
+steps:
+  - id: call
+    http: {method: GET, url: "https://example.test/"}
+    retry: {max_attempts: 3}
+    continue_on_error: true
+  - id: after
+    task: t
+    after: [call]
+tasks: {t: {version: "1"}}
+"""
+
+
+def test_an_http_step_fails_at_once_while_the_adapter_is_off() -> None:
+    sim = Simulator.from_yaml(
+        HEAD + "workflow: w\n" + HTTP, {"t": lambda _i, _d: 1}, http_adapter_enabled=False
+    )
+    sim.start()
+    failed = [e for e in sim.history if isinstance(e, StepFailed)]
+    assert [(e.unit, e.error.code, e.error.retryable) for e in failed] == [
+        ("call", ErrorCode.ADAPTER_DISABLED, False)
+    ]
+    assert not any(isinstance(e, RetryScheduled) for e in sim.history)  # not retried
+    assert not any(
+        isinstance(m.message, TaskAssignment) and m.message.unit == "call" for m in sim.outbox
+    )
+    assert sim.run().status == "completed"  # the steps after it go on
+
+
+def test_with_the_adapter_on_an_http_step_goes_to_its_queue() -> None:
+    sim = Simulator.from_yaml(HEAD + "workflow: w\n" + HTTP, {}, http_adapter_enabled=True)
+    sim.start()
+    [assignment] = [m for m in sim.outbox if isinstance(m.message, TaskAssignment)]
+    assert assignment.route == TOPOLOGY.task_route("orbit.http.request", "1")
+
+
+# -- results that cannot be stored --
+
+ONE = """
+tasks: {t: {version: "1"}}
+steps:
+  - id: a
+    task: t
+    retry: {max_attempts: 3}
+"""
+
+
+def _answered(output: Any = None, error: TaskFailure | None = None, **policy: Any) -> Simulator:
+    sim = Simulator.from_yaml(HEAD + "workflow: w\n" + ONE, {}, **policy)
+    sim.start()
+    sim.result("e-1:a:1", output, error)
+    return sim
+
+
+def test_an_output_with_a_nul_or_a_lone_surrogate_fails_the_attempt_for_good() -> None:
+    for output in ({"x": "a\x00b"}, {"x": "\ud800"}, {"\x00": 1}):
+        sim = _answered(output)
+        [failed] = [e for e in sim.history if isinstance(e, StepAttemptFailed)]
+        assert (failed.error.code, failed.error.retryable) == (ErrorCode.INVALID_OUTPUT, False)
+        assert sim.state.status == "failed"
+
+
+def test_an_output_over_the_payload_limit_fails_with_payload_too_large() -> None:
+    sim = _answered({"x": "y" * 100}, max_payload_bytes=50)
+    [failed] = [e for e in sim.history if isinstance(e, StepAttemptFailed)]
+    assert failed.error.code == ErrorCode.PAYLOAD_TOO_LARGE
+    assert "(ORBIT_MAX_PAYLOAD_BYTES)" in failed.error.message
+    assert _answered({"x": "y" * 10}, max_payload_bytes=50).state.status == "completed"
+
+
+def test_an_error_that_cannot_be_stored_keeps_its_code_and_its_retry() -> None:
+    error = TaskFailure(code="BO\x00OM", message="bad\x00", retryable=True)
+    sim = _answered(error=error)
+    [failed] = [e for e in sim.history if isinstance(e, StepAttemptFailed)]
+    assert (failed.error.code, failed.error.retryable) == ("BOOM", True)
+    assert failed.error.message.startswith("the worker's error could not be stored")
+    assert any(isinstance(e, RetryScheduled) for e in sim.history)
+
+
+def test_a_storable_result_is_kept_as_it_is() -> None:
+    result = TaskResult(execution_id="e", token="t", output={"ok": [1, 2.5, "ü"]})
+    assert storable_result(result, None) == ({"ok": [1, 2.5, "ü"]}, None)
+
+
+# -- timers and refusals --
+
+
+def test_a_firing_that_comes_early_puts_its_timer_back() -> None:
+    sim = Simulator.from_yaml(HEAD + "workflow: w\nsteps:\n  - id: nap\n    sleep: 10s\n", {})
+    sim.start()
+    due = sim.state.timers["timer:nap"]
+    early = TimerDue(execution_id="e-1", key="timer:nap", due_at=due - 5_000)
+    decided = plan(
+        sim.state,
+        [early],
+        Facts(definition=sim.definition),
+        now=due - 5_000,
+        policy=Policy(),
+        topology=TOPOLOGY,
+    )
+    assert decided is not None
+    assert decided.events == []
+    assert decided.refired == ["timer:nap"]
+    assert decided.writes
+    assert "timer:nap" not in decided.timers_before  # so the append writes it again
+
+
+def test_an_input_the_execution_refuses_is_reported_not_raised() -> None:
+    sim = Simulator.from_yaml(HEAD + "workflow: w\n" + ONE, {})
+    sim.start()
+    sim.result("e-1:a:1", "done")
+    assert sim.state.status == "completed"
+    late = TaskResult(execution_id="e-1", token="e-1:nope:1", output=1)
+    decided = plan(
+        sim.state,
+        [late],
+        Facts(definition=sim.definition),
+        now=NOW,
+        policy=Policy(),
+        topology=TOPOLOGY,
+    )
+    assert decided is not None
+    assert [error.code for _, error in decided.refused] in ([], [ErrorCode.EXECUTION_FINISHED])
+
+
+def test_an_input_for_an_execution_that_does_not_exist_plans_nothing() -> None:
+    decided = plan(
+        ExecutionState(),
+        [Wake(execution_id="ghost")],
+        Facts(),
+        now=NOW,
+        policy=Policy(),
+        topology=TOPOLOGY,
+    )
+    assert decided is None
+
+
+def test_a_task_message_carries_the_attempts_traceparent() -> None:
+    sim = Simulator.from_yaml(HEAD + "workflow: w\n" + ONE, {})
+    sim.start()
+    [outgoing] = sim.outbox
+    assert isinstance(outgoing.message, TaskAssignment)
+    assert outgoing.headers is not None
+    assert outgoing.headers["traceparent"].startswith("00-")
+    dispatched = [e for e in sim.history if isinstance(e, StepDispatched)]
+    assert outgoing.message.token == dispatched[0].token
+    assert outgoing.message.idempotency_key == "e-1:a"
+    assert outgoing.message.result_route == TOPOLOGY.decider_route("e-1")
