@@ -30,9 +30,9 @@ from typer.testing import CliRunner
 
 from orbit_model import compile_definition
 from orbit_model.inputs import start_execution
+from orbit_model.names import EXECUTION_ID
 from orbit_sdk.cli.app import build_app
 from orbit_sdk.worker import Worker
-from orbit_services.gateway.executions import _EXECUTION_ID as EXECUTION_ID
 from orbit_services.runner import SERVICES
 from orbit_services.runtime.settings import Settings, SettingsError, load_settings
 

@@ -2,14 +2,41 @@
 
 Nothing here does I/O, reads a clock or starts a task: every input, the
 current time included, is an argument.
+
+The names below are loaded when first used, so that importing one module of
+the core (the messages a worker decodes, say) does not load the compiler,
+CEL and JSON Schema with it.
 """
 
-from orbit_model.compiler import Definition, compile_definition, definition_from_ir
-from orbit_model.contracts import Contract, contract_for
-from orbit_model.errors import ErrorCode, OrbitError
-from orbit_model.expressions import ExecutionInfo, Scope, StepView, evaluate_template
-from orbit_model.ir import WorkflowIR
-from orbit_model.problems import DefinitionError, Problem
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orbit_model.compiler import Definition, compile_definition, definition_from_ir
+    from orbit_model.contracts import Contract, contract_for
+    from orbit_model.errors import ErrorCode, OrbitError
+    from orbit_model.expressions import ExecutionInfo, Scope, StepView, evaluate_template
+    from orbit_model.ir import WorkflowIR
+    from orbit_model.problems import DefinitionError, Problem
+
+_WHERE = {
+    "Contract": "contracts",
+    "Definition": "compiler",
+    "DefinitionError": "problems",
+    "ErrorCode": "errors",
+    "ExecutionInfo": "expressions",
+    "OrbitError": "errors",
+    "Problem": "problems",
+    "Scope": "expressions",
+    "StepView": "expressions",
+    "WorkflowIR": "ir",
+    "compile_definition": "compiler",
+    "contract_for": "contracts",
+    "definition_from_ir": "compiler",
+    "evaluate_template": "expressions",
+}
 
 __all__ = [
     "Contract",
@@ -27,3 +54,16 @@ __all__ = [
     "definition_from_ir",
     "evaluate_template",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'orbit_model' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"orbit_model.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -123,9 +123,8 @@ class _Builder:
             output=output,
         )
 
-    def step(
-        self, step: SourceStep, path: Path, siblings: list[SourceStep], in_finally: bool
-    ) -> Step | None:
+    def _kind(self, step: SourceStep, path: Path) -> str | None:
+        """The one step kind ``step`` is written as, or None (and a problem)."""
         for kind in STEP_KINDS:
             if _field(kind) in step.model_fields_set and getattr(step, _field(kind)) is None:
                 self.problem((*path, kind), f"{kind!r} needs a value")
@@ -136,7 +135,14 @@ class _Builder:
                 path, f"a step needs exactly one of {', '.join(STEP_KINDS)} (this one has {given})"
             )
             return None
-        kind = kinds[0]
+        return kinds[0]
+
+    def step(
+        self, step: SourceStep, path: Path, siblings: list[SourceStep], in_finally: bool
+    ) -> Step | None:
+        kind = self._kind(step, path)
+        if kind is None:
+            return None
         if in_finally and kind not in ("task", "http"):
             self.problem(path, f"finally steps run tasks or http requests, not {kind}")
             return None

@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TypeVar
 
+from pydantic import BaseModel
+
+from orbit_model.compiler import Definition
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.events import Event, ParentReattached, TaskFailure
 from orbit_model.inputs import start_execution
-from orbit_model.ir import WorkflowIR
+from orbit_model.ir import CallStep, WorkflowIR
 from orbit_model.messages import CancelChild, Outgoing, StartChild, TaskResult
 from orbit_model.state import ExecutionState, evolve, replay
 from orbit_model.topology import Topology
@@ -153,3 +158,56 @@ def answer_parent(start: StartChild, failure: TaskFailure, topology: Topology) -
         execution_id=start.parent_execution_id, token=start.parent_token, error=failure
     )
     return Outgoing(topology.decider_route(start.parent_execution_id), result)
+
+
+_Step = TypeVar("_Step", bound=BaseModel)
+
+
+def children_of(definition: Definition) -> set[tuple[str, str]]:
+    """The ``(name, version)`` of every child workflow ``definition`` starts."""
+    ir = definition.ir
+    return {
+        (step.child.name, step.child.version)
+        for step in (*ir.steps, *ir.finally_steps)
+        if isinstance(step, CallStep) and step.child is not None
+    }
+
+
+def pin_children(
+    definition: Definition, registered: Mapping[tuple[str, str], Definition]
+) -> Definition:
+    """``definition`` with each child step pinned to the hash of the registered child.
+
+    ``registered`` holds the registered definitions of :func:`children_of`. Child
+    hashes are left out of the definition hash, so pinning keeps it.
+
+    Raises:
+        OrbitError: ``CHILD_NOT_REGISTERED`` for a child that is not registered,
+            or not at the hash the step pins.
+    """
+    ir = definition.ir
+    steps = tuple(_pinned(ir, step, registered) for step in ir.steps)
+    finally_steps = tuple(_pinned(ir, step, registered) for step in ir.finally_steps)
+    pinned = ir.model_copy(update={"steps": steps, "finally_steps": finally_steps})
+    return Definition(ir=pinned, hash=definition.hash)
+
+
+def _pinned(ir: WorkflowIR, step: _Step, registered: Mapping[tuple[str, str], Definition]) -> _Step:
+    if not isinstance(step, CallStep) or step.child is None:
+        return step
+    child = step.child
+    found = registered.get((child.name, child.version))
+    if found is None:
+        raise OrbitError(
+            ErrorCode.CHILD_NOT_REGISTERED,
+            f"{ir.name}@{ir.version} starts child workflow {child.name}@{child.version}"
+            f" (step {step.id}), which is not registered; register the child first"
+            " (`orbit deploy` does this automatically)",
+        )
+    if child.hash is not None and child.hash != found.hash:
+        raise OrbitError(
+            ErrorCode.CHILD_NOT_REGISTERED,
+            f"{ir.name}@{ir.version} pins child workflow {child.name}@{child.version} at"
+            f" {child.hash}, but the registered one is {found.hash}",
+        )
+    return step.model_copy(update={"child": child.model_copy(update={"hash": found.hash})})

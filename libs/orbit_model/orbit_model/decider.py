@@ -23,16 +23,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from orbit_model.attempts import next_attempt_event
 from orbit_model.contracts import contract_for
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.events import (
     CompensationStarted,
     Event,
     LimitExceeded,
-    RetryScheduled,
-    StepAttemptFailed,
     StepCancelled,
-    StepDispatched,
     StepFailed,
     StepFanOut,
     StepScheduled,
@@ -46,9 +44,10 @@ from orbit_model.events import (
     WorkflowStarted,
     WorkflowTimedOut,
 )
-from orbit_model.expressions import ExecutionInfo, Scope, StepView, evaluate_template
+from orbit_model.expressions import Scope, evaluate_template
 from orbit_model.ir import AwaitStep, CallStep, SleepStep, Step, TaskCall, WorkflowIR
 from orbit_model.state import ExecutionState, UnitState, UnitStatus, evolve
+from orbit_model.steps import failure, scope_of
 from orbit_model.units import COMPENSATE_PREFIX, FINALLY_PREFIX, element_key, parse_unit
 
 #: Units with work in flight or about to be.
@@ -124,34 +123,6 @@ def decide_until_stable(
     raise DecisionLoopError(f"no fixpoint after {max_rounds} rounds for {state.execution_id}")
 
 
-def failure(
-    code: ErrorCode | str, message: str, retryable: bool = False, details: Any = None
-) -> TaskFailure:
-    """An Orbit error as a value."""
-    return TaskFailure(code=str(code), message=message, retryable=retryable, details=details)
-
-
-def unit_call(definition: WorkflowIR, key: str) -> tuple[CallStep, TaskCall]:
-    """The step a call unit belongs to and the call it makes (its compensation's, for
-    ``compensate:`` units).
-
-    Raises:
-        KeyError: ``key`` names no call of the definition.
-    """
-    parsed = parse_unit(key)
-    if parsed.role == "finally":
-        step: Step = next(s for s in definition.finally_steps if s.id == parsed.step)
-    else:
-        step = definition.step(parsed.step)
-    if not isinstance(step, CallStep):
-        raise KeyError(key)
-    if parsed.role == "compensate":
-        if step.compensate is None:
-            raise KeyError(key)
-        return step, step.compensate.call
-    return step, step.call
-
-
 _PENDING_UNIT = UnitState()
 
 
@@ -169,44 +140,6 @@ def _idle(unit: UnitState) -> bool:
     if status is UnitStatus.RETRY_WAIT:
         return not unit.timer_fired
     return False
-
-
-def step_views(state: ExecutionState, definition: WorkflowIR) -> dict[str, StepView]:
-    """``steps.<id>`` as expressions see it (``finally`` steps under their own id)."""
-    views: dict[str, StepView] = {}
-    for step in definition.steps:
-        views[step.id] = _view(state.unit(step.id), step)
-    for step in definition.finally_steps:
-        views[step.id] = _view(state.unit(FINALLY_PREFIX + step.id), step)
-    return views
-
-
-def scope_of(
-    state: ExecutionState,
-    definition: WorkflowIR,
-    item: Any = None,
-    index: int | None = None,
-    attempt: int | None = None,
-) -> Scope:
-    """What an expression sees of an execution: ``signals.X`` is the last payload of X."""
-    return Scope(
-        input=state.input,
-        steps=step_views(state, definition),
-        signals={signal.name: signal.payload for signal in state.signals},
-        execution=ExecutionInfo(
-            id=state.execution_id, workflow=state.workflow, version=state.version, attempt=attempt
-        ),
-        item=item,
-        index=index,
-    )
-
-
-def _view(unit: UnitState, step: Step) -> StepView:
-    if unit.status is UnitStatus.SUCCEEDED:
-        return StepView(status=unit.status.value, output=unit.output)
-    if unit.status is UnitStatus.FAILED and step.continue_on_error and unit.error is not None:
-        return StepView(status=unit.status.value, output={"error": unit.error.model_dump()})
-    return StepView(status=unit.status.value)
 
 
 def _done(unit: UnitState, step: Step) -> bool:
@@ -482,60 +415,9 @@ class _Round:
     def _react_call(self, key: str, call: TaskCall, unit: UnitState) -> Iterator[Event]:
         if self.state.abort is not None and parse_unit(key).role in ("step", "element"):
             return
-        status = unit.status
-        if status is UnitStatus.SCHEDULED:
-            yield self._dispatch(key, call, unit, attempt=1)
-        elif status is UnitStatus.UNCERTAIN:
-            yield self._dispatch(key, call, unit, attempt=unit.attempt, redelivery=True)
-        elif status is UnitStatus.RETRY_WAIT and unit.timer_fired:
-            yield self._dispatch(key, call, unit, attempt=unit.attempt + 1)
-        elif status is UnitStatus.DISPATCHED and unit.token is None and unit.error is not None:
-            yield self._after_failed_attempt(key, call, unit, unit.error)
-        elif (
-            status is UnitStatus.DISPATCHED
-            and unit.token is not None
-            and unit.timed_out_token == unit.token
-        ):
-            limit = call.timeouts.attempt_ms or 0
-            yield StepAttemptFailed(
-                unit=key,
-                attempt=unit.attempt,
-                error=failure(
-                    ErrorCode.TIMEOUT, f"no result within the step timeout of {limit} ms", True
-                ),
-            )
-
-    def _dispatch(
-        self, key: str, call: TaskCall, unit: UnitState, attempt: int, redelivery: bool = False
-    ) -> StepDispatched:
-        timeouts = call.timeouts
-        heartbeat = timeouts.heartbeat_ms
-        return StepDispatched(
-            unit=key,
-            attempt=attempt,
-            token=f"{self.state.execution_id}:{key}:{len(unit.tokens) + 1}",
-            redelivery=redelivery,
-            timeout_at=self.now + timeouts.attempt_ms if timeouts.attempt_ms else None,
-            schedule_deadline_at=self.now + timeouts.schedule_ms if timeouts.schedule_ms else None,
-            heartbeat_timeout_ms=heartbeat,
-            heartbeat_check_at=self.now + heartbeat if heartbeat else None,
-        )
-
-    def _after_failed_attempt(
-        self, key: str, call: TaskCall, unit: UnitState, error: TaskFailure
-    ) -> Event:
-        policy = call.retry
-        if (
-            error.retryable
-            and error.code not in policy.non_retryable
-            and unit.attempt < policy.max_attempts
-        ):
-            return RetryScheduled(
-                unit=key,
-                next_attempt=unit.attempt + 1,
-                due_at=self.now + policy.delay_ms(unit.attempt),
-            )
-        return StepFailed(unit=key, error=error)
+        event = next_attempt_event(self.state, key, call, unit, self.now)
+        if event is not None:
+            yield event
 
     def _react_sleep(self, key: str, step: SleepStep, unit: UnitState) -> Iterator[Event]:
         if unit.due_at is None:

@@ -13,11 +13,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from orbit_model.children import cancel_child, child_execution_id, child_outcome
-from orbit_model.decider import unit_call
 from orbit_model.events import Event, StepCancelled, StepDispatched
 from orbit_model.ir import HTTP_CONTRACT_VERSION, HTTP_TASK, WorkflowIR
 from orbit_model.messages import Outgoing, StartChild, TaskAssignment
 from orbit_model.state import ExecutionState
+from orbit_model.steps import unit_call
 from orbit_model.topology import Topology
 from orbit_model.trace_ids import traceparent
 

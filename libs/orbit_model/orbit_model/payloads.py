@@ -13,6 +13,8 @@ import json
 import math
 from typing import Any
 
+from orbit_model.errors import ErrorCode, OrbitError
+
 
 def payload_problem(value: Any, max_bytes: int | None = None) -> str | None:
     """Why ``value`` cannot be stored, or None when it can."""
@@ -24,6 +26,26 @@ def payload_problem(value: Any, max_bytes: int | None = None) -> str | None:
         if size > max_bytes:
             return f"is {size} bytes; the limit is {max_bytes} (ORBIT_MAX_PAYLOAD_BYTES)"
     return None
+
+
+def check_payload(what: str, value: Any, max_bytes: int | None = None) -> None:
+    """Refuse a payload a client sent that cannot be stored, or is too large.
+
+    Raises:
+        OrbitError: ``INVALID_REQUEST`` naming where the bad value is, or
+            ``PAYLOAD_TOO_LARGE`` with its size and the limit.
+    """
+    problem = _unstorable(value, "$")
+    if problem is not None:
+        raise OrbitError(ErrorCode.INVALID_REQUEST, f"{what} {problem}")
+    if max_bytes is None:
+        return
+    size = payload_size(value)
+    if size > max_bytes:
+        raise OrbitError(
+            ErrorCode.PAYLOAD_TOO_LARGE,
+            f"{what} is {size} bytes; the limit is {max_bytes} (ORBIT_MAX_PAYLOAD_BYTES)",
+        )
 
 
 def payload_size(value: Any) -> int:

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from orbit_model.children import cancel_applies, start_child
-from orbit_model.decider import Limits, decide_until_stable, unit_call
+from orbit_model.decider import Limits, decide_until_stable
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.events import Event, StepDispatched, TaskFailure
 from orbit_model.inputs import (
@@ -45,6 +45,7 @@ from orbit_model.messages import (
 from orbit_model.outgoing import messages_for
 from orbit_model.payloads import payload_problem
 from orbit_model.state import ExecutionState, evolve
+from orbit_model.steps import unit_call
 from orbit_model.topology import Topology
 
 ADAPTER_DISABLED_MESSAGE = (

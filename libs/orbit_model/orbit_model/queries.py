@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from orbit_model.decider import scope_of
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.expressions import evaluate_template
 from orbit_model.ir import WorkflowIR
 from orbit_model.state import ExecutionState
+from orbit_model.steps import scope_of
 
 
 def evaluate_query(state: ExecutionState, definition: WorkflowIR, name: str) -> Any:

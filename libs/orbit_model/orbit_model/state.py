@@ -237,6 +237,7 @@ def _with_unit(state: ExecutionState, key: str, **changes: Any) -> dict[str, Any
     return {"units": units}
 
 
+# Long on purpose: the fold is one case per event type, and reads best as one match.
 def _changes(state: ExecutionState, event: Event) -> dict[str, Any]:
     match event:
         case WorkflowCreated():

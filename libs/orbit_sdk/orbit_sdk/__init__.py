@@ -1,4 +1,4 @@
-"""What Orbit's users import: the worker SDK, the HTTP and AMQP clients, the command line.
+"""What Orbit's users import: the worker SDK and the HTTP and AMQP clients.
 
 ::
 
@@ -8,12 +8,35 @@
     async def charge_card(inp: ChargeIn, ctx: TaskContext) -> ChargeOut: ...
 
     Worker([charge_card], worker_id="billing-1").run_forever()
+
+The names are loaded when first used: a module that only defines tasks
+(``task``, ``TaskContext``, ``TaskError``) loads neither the AMQP client nor
+the HTTP client, and a worker does not load the HTTP client.
 """
 
-from orbit_sdk.amqp_client import AmqpClient, publish_cancel, publish_signal, publish_start
-from orbit_sdk.client import OrbitClient, OrbitClientError
-from orbit_sdk.tasks import TaskContext, TaskError, task
-from orbit_sdk.worker import Worker
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from orbit_sdk.amqp_client import AmqpClient, publish_cancel, publish_signal, publish_start
+    from orbit_sdk.client import OrbitClient, OrbitClientError
+    from orbit_sdk.tasks import TaskContext, TaskError, task
+    from orbit_sdk.worker import Worker
+
+_WHERE = {
+    "AmqpClient": "amqp_client",
+    "OrbitClient": "client",
+    "OrbitClientError": "client",
+    "TaskContext": "tasks",
+    "TaskError": "tasks",
+    "Worker": "worker",
+    "publish_cancel": "amqp_client",
+    "publish_signal": "amqp_client",
+    "publish_start": "amqp_client",
+    "task": "tasks",
+}
 
 __all__ = [
     "AmqpClient",
@@ -27,3 +50,16 @@ __all__ = [
     "publish_start",
     "task",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'orbit_sdk' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"orbit_sdk.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *__all__])

@@ -19,15 +19,15 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import httpx
 
-from orbit_model import compile_definition
-from orbit_model.compiler import Definition
 from orbit_model.errors import ErrorCode, OrbitError
-from orbit_model.ir import CallStep
+
+if TYPE_CHECKING:
+    from orbit_model.compiler import Definition
 
 TERMINAL = frozenset({"completed", "failed", "cancelled", "timed_out"})
 WAIT_CHUNK_SECONDS = 30.0
@@ -129,11 +129,15 @@ class OrbitClient:
         Raises:
             orbit_model.DefinitionError: A file does not compile.
             OrbitClientError: The gateway refused one (those before it stay registered).
-            ValueError: The definitions start each other in a cycle.
+            OrbitError: ``INVALID_DEFINITION`` when the definitions start each other
+                in a cycle.
         """
+        # The compiler (CEL, JSON Schema) only for those who deploy.
+        from orbit_model.compiler import compile_definition  # noqa: PLC0415
+
         compiled = [(text, compile_definition(text, name)) for name, text in _read(sources)]
         results = []
-        for text, _ in _children_first(compiled):
+        for text, _ in children_first(compiled):
             results.append(
                 await self._request(
                     "POST",
@@ -287,6 +291,8 @@ def _read(sources: Iterable[str | Path]) -> list[tuple[str, str]]:
 
 
 def _children(definition: Definition) -> set[str]:
+    from orbit_model.ir import CallStep  # noqa: PLC0415
+
     ir = definition.ir
     return {
         f"{step.child.name}@{step.child.version}"
@@ -295,7 +301,7 @@ def _children(definition: Definition) -> set[str]:
     }
 
 
-def _children_first(compiled: list[tuple[str, Definition]]) -> list[tuple[str, Definition]]:
+def children_first(compiled: list[tuple[str, Definition]]) -> list[tuple[str, Definition]]:
     """The definitions ordered so each comes after the children it starts (given order kept)."""
     by_ref = {definition.ref: (text, definition) for text, definition in compiled}
     ordered: list[tuple[str, Definition]] = []
@@ -307,7 +313,9 @@ def _children_first(compiled: list[tuple[str, Definition]]) -> list[tuple[str, D
             return
         if ref in visiting:
             cycle = " -> ".join([*visiting[visiting.index(ref) :], ref])
-            raise ValueError(f"workflows start each other in a cycle: {cycle}")
+            raise OrbitError(
+                ErrorCode.INVALID_DEFINITION, f"workflows start each other in a cycle: {cycle}"
+            )
         visiting.append(ref)
         text, definition = by_ref[ref]
         for child in sorted(_children(definition)):

@@ -396,22 +396,8 @@ class Worker:
         started_at = _epoch_ms()
         running = _Running(assignment, context, heartbeat_at=started_at)
         self._running[token] = running
-        span: Any = contextlib.nullcontext(None)
-        if self._tracing is not None:
-            span = self._tracing.task_span(
-                message.headers,
-                f"task {assignment.task}",
-                {
-                    "orbit.execution_id": assignment.execution_id,
-                    "orbit.workflow": assignment.workflow,
-                    "orbit.unit": assignment.unit,
-                    "orbit.task": assignment.task,
-                    "orbit.task_version": assignment.task_version,
-                    "orbit.attempt": assignment.attempt,
-                },
-            )
         try:
-            with span as current:
+            with self._span(message, assignment) as current:
                 outcome = await self._run(running, definition, assignment, context)
                 if outcome is None:
                     await _settle(message.nack(requeue=True))
@@ -436,6 +422,23 @@ class Worker:
                 await _settle(message.nack(requeue=True))
         finally:
             self._running.pop(token, None)
+
+    def _span(self, message: AbstractIncomingMessage, assignment: TaskAssignment) -> Any:
+        """The task's span (a child of the attempt's) when traces are exported, else nothing."""
+        if self._tracing is None:
+            return contextlib.nullcontext(None)
+        return self._tracing.task_span(
+            message.headers,
+            f"task {assignment.task}",
+            {
+                "orbit.execution_id": assignment.execution_id,
+                "orbit.workflow": assignment.workflow,
+                "orbit.unit": assignment.unit,
+                "orbit.task": assignment.task,
+                "orbit.task_version": assignment.task_version,
+                "orbit.attempt": assignment.attempt,
+            },
+        )
 
     async def _run(
         self,

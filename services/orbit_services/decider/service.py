@@ -50,8 +50,11 @@ _SETTLE_TIMEOUT = 10.0
 """Seconds stopping waits for committed batches to be published and acked."""
 
 
-class _Stopping(Exception):
+class _Stopping(OrbitError):
     """The service stops while a batch waits to be retried."""
+
+    def __init__(self) -> None:
+        super().__init__(ErrorCode.UNAVAILABLE, "the decider is stopping")
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from orbit_model.decider import unit_call
 from orbit_model.events import (
     RetryScheduled,
     StepAttemptFailed,
@@ -26,6 +25,7 @@ from orbit_model.events import (
 )
 from orbit_model.ir import WorkflowIR
 from orbit_model.state import ExecutionState
+from orbit_model.steps import unit_call
 from orbit_services.runtime.metrics import (
     EXECUTIONS_FINISHED,
     EXECUTIONS_STARTED,

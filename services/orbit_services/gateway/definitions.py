@@ -10,13 +10,11 @@ gateway is seen at once, one through another gateway within that time.
 from __future__ import annotations
 
 import time
-from typing import TypeVar
 
-from pydantic import BaseModel
-
+from orbit_model.children import children_of, pin_children
 from orbit_model.compiler import Definition, compile_definition, definition_from_ir
 from orbit_model.errors import ErrorCode, OrbitError
-from orbit_model.ir import CallStep, WorkflowIR
+from orbit_model.names import semver_key
 from orbit_model.problems import DefinitionError, Problem
 from orbit_services.store import EventStore
 
@@ -27,7 +25,6 @@ LATEST_VERSION_TTL = 1.0
 """Seconds a workflow's newest version is remembered (one query per start, otherwise)."""
 
 _JSON_TYPES = ("application/json",)
-_Step = TypeVar("_Step", bound=BaseModel)
 
 
 def is_json(content_type: str | None) -> bool:
@@ -52,13 +49,6 @@ def parse_definition(body: bytes, content_type: str | None) -> Definition:
     if is_json(content_type):
         return definition_from_ir(text, BODY_FILE)
     return compile_definition(text, BODY_FILE)
-
-
-def semver_key(version: str) -> tuple[tuple[int, ...], bool, str, str]:
-    """Sort key of a version: numeric parts first; a release above its pre-releases."""
-    core, _, pre = version.partition("+")[0].partition("-")
-    numbers = tuple(int(part) if part.isdigit() else 0 for part in core.split("."))
-    return numbers, pre == "", pre, version
 
 
 class DefinitionRegistry:
@@ -134,29 +124,9 @@ class DefinitionRegistry:
         return newest
 
     async def _pin_children(self, definition: Definition) -> Definition:
-        ir = definition.ir
-        steps = tuple([await self._pin(ir, step) for step in ir.steps])
-        finally_steps = tuple([await self._pin(ir, step) for step in ir.finally_steps])
-        pinned = ir.model_copy(update={"steps": steps, "finally_steps": finally_steps})
-        # Child hashes are left out of the definition hash, so pinning keeps it.
-        return Definition(ir=pinned, hash=definition.hash)
-
-    async def _pin(self, ir: WorkflowIR, step: _Step) -> _Step:
-        if not isinstance(step, CallStep) or step.child is None:
-            return step
-        child = step.child
-        registered = await self.get(child.name, child.version)
-        if registered is None:
-            raise OrbitError(
-                ErrorCode.CHILD_NOT_REGISTERED,
-                f"{ir.name}@{ir.version} starts child workflow {child.name}@{child.version}"
-                f" (step {step.id}), which is not registered; register the child first"
-                " (`orbit deploy` does this automatically)",
-            )
-        if child.hash is not None and child.hash != registered.hash:
-            raise OrbitError(
-                ErrorCode.CHILD_NOT_REGISTERED,
-                f"{ir.name}@{ir.version} pins child workflow {child.name}@{child.version} at"
-                f" {child.hash}, but the registered one is {registered.hash}",
-            )
-        return step.model_copy(update={"child": child.model_copy(update={"hash": registered.hash})})
+        registered = {}
+        for name, version in children_of(definition):
+            found = await self.get(name, version)
+            if found is not None:
+                registered[name, version] = found
+        return pin_children(definition, registered)

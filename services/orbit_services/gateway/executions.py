@@ -14,7 +14,6 @@ write folds in the new events, checks again and retries.
 from __future__ import annotations
 
 import asyncio
-import re
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -33,22 +32,16 @@ from orbit_model.messages import (
     Wake,
     encode,
 )
-from orbit_model.payloads import payload_problem, payload_size
+from orbit_model.names import EXECUTION_ID, EXECUTION_ID_RULE
+from orbit_model.payloads import check_payload
 from orbit_model.queries import evaluate_query
 from orbit_model.state import TERMINAL, ExecutionState, evolve
 from orbit_model.topology import Topology
 from orbit_model.trace_ids import trace_id
+from orbit_model.views import execution_waiting_for, needs_workers, steps_view
+from orbit_model.workers import Workers, WorkerSession, worker_view
 from orbit_services.gateway.definitions import DefinitionRegistry, parse_definition
-from orbit_services.gateway.views import (
-    Workers,
-    decode_cursor,
-    encode_cursor,
-    execution_waiting_for,
-    needs_workers,
-    steps_view,
-    summary,
-    worker_view,
-)
+from orbit_services.gateway.views import decode_cursor, encode_cursor, summary
 from orbit_services.runtime.settings import Settings
 from orbit_services.store import (
     Append,
@@ -59,7 +52,6 @@ from orbit_services.store import (
     OutboxMessage,
     OutboxRelay,
     StateCache,
-    WorkerSession,
 )
 
 STATUSES = ("running", "completed", "failed", "cancelled", "timed_out")
@@ -70,7 +62,6 @@ MAX_PAGE = 1000
 STATE_CACHE_SIZE = 10_000
 """Executions whose state one gateway keeps, least recently used dropped first."""
 
-_EXECUTION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 _APPEND_ATTEMPTS = 10
 _FIRST_POLL = 0.02
 _LAST_POLL = 0.25
@@ -90,6 +81,7 @@ class Executions:
         self.topology = topology
         self.settings = settings
         self.registry = DefinitionRegistry(store)
+        self._max_payload = settings.max_payload_bytes
         self._states = StateCache(store, STATE_CACHE_SIZE)
         """What signals, cancels, views and queries read: only new events are read."""
         self._commits = GroupCommit(store)
@@ -158,7 +150,7 @@ class Executions:
             execution_id = str(uuid.uuid4())
         else:
             execution_id = _checked_id(command.execution_id)
-        self._check_payload("the execution input", command.input)
+        check_payload("the execution input", command.input, self._max_payload)
         event = start_execution(definition.ir, definition.hash, execution_id, command.input)
         limit = self.settings.max_active_executions
         if limit is not None and await self.store.count_running() >= limit:
@@ -190,7 +182,7 @@ class Executions:
             OrbitError: ``NOT_FOUND``, ``PAYLOAD_TOO_LARGE``, ``UNKNOWN_SIGNAL``,
                 ``SIGNAL_PAYLOAD_INVALID`` or ``EXECUTION_FINISHED``.
         """
-        self._check_payload(f"the payload of signal {name!r}", payload)
+        check_payload(f"the payload of signal {name!r}", payload, self._max_payload)
         before, _ = await self._apply(
             execution_id, lambda state, ir: accept_signal(state, ir, name, payload)
         )
@@ -210,7 +202,7 @@ class Executions:
         return await self.view(execution_id)
 
     async def _cancel(self, execution_id: str, reason: str) -> None:
-        self._check_payload("the cancel reason", reason)
+        check_payload("the cancel reason", reason, self._max_payload)
         await self._apply(execution_id, lambda state, _: accept_cancel(state, reason))
 
     async def handle(self, command: Command) -> Json:
@@ -390,20 +382,6 @@ class Executions:
             route.exchange, route.routing_key, encode(Wake(execution_id=execution_id))
         )
 
-    def _check_payload(self, what: str, value: Json) -> None:
-        problem = payload_problem(value)
-        if problem is not None:
-            raise OrbitError(ErrorCode.INVALID_REQUEST, f"{what} {problem}")
-        limit = self.settings.max_payload_bytes
-        if limit is None:
-            return
-        size = payload_size(value)
-        if size > limit:
-            raise OrbitError(
-                ErrorCode.PAYLOAD_TOO_LARGE,
-                f"{what} is {size} bytes; the limit is {limit} (ORBIT_MAX_PAYLOAD_BYTES)",
-            )
-
     # Last in the class: past this line ``list`` names this method, not the builtin.
     async def list(
         self,
@@ -436,11 +414,8 @@ class Executions:
 
 
 def _checked_id(execution_id: str) -> str:
-    if not _EXECUTION_ID.fullmatch(execution_id):
-        raise OrbitError(
-            ErrorCode.INVALID_EXECUTION_ID,
-            "execution ids are 1 to 200 letters, digits and - _ . :",
-        )
+    if not EXECUTION_ID.fullmatch(execution_id):
+        raise OrbitError(ErrorCode.INVALID_EXECUTION_ID, EXECUTION_ID_RULE)
     return execution_id
 
 

@@ -68,7 +68,13 @@ def api_router(executions: Executions) -> APIRouter:
     router = APIRouter(
         prefix="/v1", responses={"default": {"model": ErrorResponse, "description": "an error"}}
     )
+    _definition_routes(router, executions)
+    _execution_routes(router, executions)
+    _message_routes(router, executions)
+    return router
 
+
+def _definition_routes(router: APIRouter, executions: Executions) -> None:
     @router.post(
         "/definitions",
         status_code=201,
@@ -91,6 +97,10 @@ def api_router(executions: Executions) -> APIRouter:
     @router.get("/definitions/{name}/{version}", summary="The stored IR of one definition")
     async def get_definition(name: str, version: str) -> dict[str, Any]:
         return await executions.definition_ir(name, version)
+
+
+def _execution_routes(router: APIRouter, executions: Executions) -> None:
+    """Starting executions and reading them."""
 
     @router.post("/executions", status_code=201, response_model=Started)
     async def start_execution(body: StartRequest, response: Response) -> dict[str, Any]:
@@ -132,6 +142,10 @@ def api_router(executions: Executions) -> APIRouter:
     async def get_history(execution_id: str) -> list[dict[str, Any]]:
         return await executions.history(execution_id)
 
+
+def _message_routes(router: APIRouter, executions: Executions) -> None:
+    """What is sent to a running execution or asked of it: cancels, signals and queries."""
+
     @router.post(
         "/executions/{execution_id}/cancel",
         response_model=ExecutionView,
@@ -159,5 +173,3 @@ def api_router(executions: Executions) -> APIRouter:
     @router.get("/workers", response_model=list[WorkerView])
     async def list_workers() -> list[dict[str, Any]]:
         return await executions.workers()
-
-    return router

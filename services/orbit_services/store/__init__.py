@@ -29,7 +29,6 @@ from orbit_services.store.rows import (
     OutboxMessage,
     StaleOutboxRow,
     StoredEvent,
-    WorkerSession,
     api_status,
 )
 
@@ -47,7 +46,6 @@ __all__ = [
     "StaleOutboxRow",
     "StateCache",
     "StoredEvent",
-    "WorkerSession",
     "api_status",
     "migrate",
 ]

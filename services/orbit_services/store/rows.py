@@ -1,4 +1,8 @@
-"""What the store takes and gives: appends, stored events, rows and the conflict error."""
+"""What the store takes and gives: appends, stored events, rows and the conflict error.
+
+A worker session (:class:`~orbit_model.workers.WorkerSession`) is the pure core's type:
+the views read it.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +13,6 @@ from typing import Any
 
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.events import Event
-from orbit_model.messages import InflightTask
 from orbit_model.state import ExecutionState
 
 
@@ -116,28 +119,6 @@ class StaleOutboxRow:
     body: bytes
     headers: Mapping[str, str] | None
     age_seconds: float
-
-
-@dataclass(frozen=True)
-class WorkerSession:
-    """One worker session as the store holds it.
-
-    Attributes:
-        contracts: The announced contracts, each ``{task, version, input_schema,
-            output_schema}``.
-        inflight: The tasks the worker held at its last heartbeat.
-        closed_at: When it unregistered or was found lost; None while open.
-    """
-
-    session_id: str
-    worker_id: str
-    runtime: str
-    sdk: str | None
-    contracts: list[dict[str, Any]]
-    inflight: tuple[InflightTask, ...]
-    registered_at: datetime
-    last_seen: datetime
-    closed_at: datetime | None
 
 
 def api_status(state: ExecutionState) -> str:

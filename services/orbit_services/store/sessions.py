@@ -15,10 +15,10 @@ from collections.abc import Awaitable, Callable, Sequence
 
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.messages import InflightTask, RegisterWorker
+from orbit_model.workers import WorkerSession
 from orbit_services.runtime import metrics
 from orbit_services.store import sql
 from orbit_services.store.pool import Database
-from orbit_services.store.rows import WorkerSession
 
 DISPATCHER_BEAT_SECONDS = 1.0
 """How often each dispatcher records that it is up."""

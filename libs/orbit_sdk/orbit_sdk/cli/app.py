@@ -26,6 +26,9 @@ def build_app() -> typer.Typer:
         no_args_is_help=True,
         add_completion=False,
         pretty_exceptions_enable=False,
+        # Plain help: typer's rich help pulls in rich's markdown and traceback
+        # modules, a quarter of a second before the first line is printed.
+        rich_markup_mode=None,
     )
     local.register(app)
     executions.register(app)

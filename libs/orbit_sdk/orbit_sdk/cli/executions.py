@@ -11,15 +11,18 @@ operation failed (printed as ``CODE: message`` on stderr), 2 a usage error.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from orbit_sdk.cli import render
 from orbit_sdk.cli.common import DEFAULT_URL, AsJson, ExecutionId, Url, call, parse_json
 from orbit_sdk.cli.deploy import deploy
-from orbit_sdk.cli.follow import follow
-from orbit_sdk.client import OrbitClient
+
+if TYPE_CHECKING:
+    from orbit_sdk.client import OrbitClient
+
+# Each command imports rich (orbit_sdk.cli.render) and the client in its body:
+# `orbit --help` and `orbit validate` pay for neither.
 
 
 class Status(StrEnum):
@@ -71,6 +74,9 @@ def start(
     as_json: AsJson = False,
 ) -> None:
     """Start an execution; with --wait, follow it and exit 0 only if it completed."""
+    from orbit_sdk.cli import render  # noqa: PLC0415
+    from orbit_sdk.cli.follow import follow  # noqa: PLC0415
+
     payload = None if input_text is None else parse_json(input_text, "--input")
 
     async def run(client: OrbitClient) -> tuple[dict[str, Any], dict[str, Any] | None]:
@@ -103,6 +109,7 @@ def _started_line(started: dict[str, Any]) -> str:
 
 def get(execution_id: ExecutionId, url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
     """Show an execution: status, input, output or error, and what each step waits for."""
+    from orbit_sdk.cli import render  # noqa: PLC0415
 
     execution = call(url, lambda client: client.get(execution_id))
     if as_json:
@@ -113,6 +120,8 @@ def get(execution_id: ExecutionId, url: Url = DEFAULT_URL, as_json: AsJson = Fal
 
 def history(execution_id: ExecutionId, url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
     """Show an execution's events, oldest first."""
+    from orbit_sdk.cli import render  # noqa: PLC0415
+
     events = call(url, lambda client: client.history(execution_id))
     if as_json:
         render.print_json(events)
@@ -132,6 +141,8 @@ def list_executions(
     as_json: AsJson = False,
 ) -> None:
     """List executions, newest first."""
+    from orbit_sdk.cli import render  # noqa: PLC0415
+
     wanted = None if status is None else status.value
     page = call(url, lambda client: client.list(wanted, workflow, limit, cursor))
     if as_json:
@@ -158,6 +169,8 @@ def signal(
     as_json: AsJson = False,
 ) -> None:
     """Send a signal to an execution."""
+    from orbit_sdk.cli import render  # noqa: PLC0415
+
     payload = None if payload_text is None else parse_json(payload_text, "JSON")
     seq = call(url, lambda client: client.signal(execution_id, name, payload))
     if as_json:
@@ -173,6 +186,8 @@ def cancel(
     as_json: AsJson = False,
 ) -> None:
     """Cancel a running execution; its compensations and cleanup steps then run."""
+    from orbit_sdk.cli import render  # noqa: PLC0415
+
     execution = call(url, lambda client: client.cancel(execution_id, reason))
     if as_json:
         render.print_json(execution)
@@ -190,12 +205,16 @@ def query(
     as_json: AsJson = False,
 ) -> None:
     """Print the value of a query of an execution, as JSON."""
+    from orbit_sdk.cli import render  # noqa: PLC0415
+
     value = call(url, lambda client: client.query(execution_id, name))
     render.print_json({"value": value} if as_json else value)
 
 
 def workers(url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
     """List the workers seen in the last hour and the tasks they serve."""
+    from orbit_sdk.cli import render  # noqa: PLC0415
+
     found = call(url, lambda client: client.workers())
     if as_json:
         render.print_json(found)

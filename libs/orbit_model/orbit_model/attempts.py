@@ -1,0 +1,93 @@
+"""What a call unit's attempt does next: dispatch, redeliver, retry or fail.
+
+A call unit (a task, an http step, a child workflow, a compensation) is
+dispatched when scheduled, dispatched again with the same attempt when its
+worker was lost (a redelivery), retried after its backoff by its retry
+policy, or failed for good; an attempt that outlived its step timeout fails.
+Each delivery's token is derived from the state (``EXECUTION:UNIT:N``).
+"""
+
+from __future__ import annotations
+
+from orbit_model.errors import ErrorCode
+from orbit_model.events import (
+    Event,
+    RetryScheduled,
+    StepAttemptFailed,
+    StepDispatched,
+    StepFailed,
+    TaskFailure,
+)
+from orbit_model.ir import TaskCall
+from orbit_model.state import ExecutionState, UnitState, UnitStatus
+from orbit_model.steps import failure
+
+
+def next_attempt_event(
+    state: ExecutionState, key: str, call: TaskCall, unit: UnitState, now: int
+) -> Event | None:
+    """The event that moves the call unit ``key`` on now, or None if it waits."""
+    status = unit.status
+    if status is UnitStatus.SCHEDULED:
+        return dispatch(state, key, call, unit, now, attempt=1)
+    if status is UnitStatus.UNCERTAIN:
+        return dispatch(state, key, call, unit, now, attempt=unit.attempt, redelivery=True)
+    if status is UnitStatus.RETRY_WAIT and unit.timer_fired:
+        return dispatch(state, key, call, unit, now, attempt=unit.attempt + 1)
+    if status is UnitStatus.DISPATCHED and unit.token is None and unit.error is not None:
+        return after_failed_attempt(key, call, unit, unit.error, now)
+    if (
+        status is UnitStatus.DISPATCHED
+        and unit.token is not None
+        and unit.timed_out_token == unit.token
+    ):
+        limit = call.timeouts.attempt_ms or 0
+        return StepAttemptFailed(
+            unit=key,
+            attempt=unit.attempt,
+            error=failure(
+                ErrorCode.TIMEOUT, f"no result within the step timeout of {limit} ms", True
+            ),
+        )
+    return None
+
+
+def dispatch(
+    state: ExecutionState,
+    key: str,
+    call: TaskCall,
+    unit: UnitState,
+    now: int,
+    *,
+    attempt: int,
+    redelivery: bool = False,
+) -> StepDispatched:
+    """A new delivery of ``key`` with its deadlines, from ``now``."""
+    timeouts = call.timeouts
+    heartbeat = timeouts.heartbeat_ms
+    return StepDispatched(
+        unit=key,
+        attempt=attempt,
+        token=f"{state.execution_id}:{key}:{len(unit.tokens) + 1}",
+        redelivery=redelivery,
+        timeout_at=now + timeouts.attempt_ms if timeouts.attempt_ms else None,
+        schedule_deadline_at=now + timeouts.schedule_ms if timeouts.schedule_ms else None,
+        heartbeat_timeout_ms=heartbeat,
+        heartbeat_check_at=now + heartbeat if heartbeat else None,
+    )
+
+
+def after_failed_attempt(
+    key: str, call: TaskCall, unit: UnitState, error: TaskFailure, now: int
+) -> Event:
+    """A retry after the policy's backoff, or the step's failure when none is left."""
+    policy = call.retry
+    if (
+        error.retryable
+        and error.code not in policy.non_retryable
+        and unit.attempt < policy.max_attempts
+    ):
+        return RetryScheduled(
+            unit=key, next_attempt=unit.attempt + 1, due_at=now + policy.delay_ms(unit.attempt)
+        )
+    return StepFailed(unit=key, error=error)

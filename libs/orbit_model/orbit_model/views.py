@@ -1,0 +1,201 @@
+"""What each step of an execution is and waits for, as JSON-ready data (the operator views).
+
+Pure: a view is computed from the replayed state, the definition and a
+snapshot of the live worker sessions (:class:`~orbit_model.workers.Workers`).
+The gateway answers ``GET /v1/executions/{id}`` with it, and ``orbit get``
+shows it in words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from orbit_model.children import child_execution_id
+from orbit_model.ir import HTTP_TASK, AwaitStep, CallStep, SleepStep, WorkflowIR
+from orbit_model.state import ExecutionState, UnitState, UnitStatus
+from orbit_model.units import COMPENSATE_PREFIX, FINALLY_PREFIX, element_key
+from orbit_model.workers import Workers
+
+Json = Any
+
+
+def iso_ms(epoch_ms: int | None) -> str | None:
+    """Epoch milliseconds as ISO 8601 UTC (``2026-01-02T03:04:05.678Z``)."""
+    if epoch_ms is None:
+        return None
+    moment = datetime.fromtimestamp(epoch_ms / 1000, UTC)
+    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def steps_view(
+    state: ExecutionState, ir: WorkflowIR, workers: Workers | None = None
+) -> dict[str, dict[str, Json]]:
+    """Each main and ``finally`` step by id: status, attempt, output, error, kind, waiting_for.
+
+    ``waiting_for`` is null unless the execution is running and the step
+    waits; ``workers`` (the live sessions) fill in a worker wait's
+    ``workers_online`` and ``held_by``.
+    """
+    scope = _Scope(state, ir, workers or Workers())
+    steps: dict[str, dict[str, Json]] = {}
+    main_ids = tuple(step.id for step in ir.steps)
+    for step in ir.steps:
+        steps[step.id] = _step(state, step.id)
+        steps[step.id].update(_kind_and_wait(scope, step, step.id, step.after))
+    for final in ir.finally_steps:
+        key = FINALLY_PREFIX + final.id
+        # A cleanup step runs once the main steps are done, then after its own ``after``.
+        after = (*main_ids, *(FINALLY_PREFIX + a for a in final.after))
+        steps[final.id] = _step(state, key)
+        steps[final.id].update(_kind_and_wait(scope, final, key, after))
+    return steps
+
+
+def execution_waiting_for(steps: Mapping[str, Mapping[str, Json]]) -> list[dict[str, Json]]:
+    """What the execution waits for: each step's reason, those waiting on other steps left out.
+
+    A step behind others is not why the execution is stuck; the steps it waits
+    for are, and they are listed themselves.
+    """
+    return [
+        {"step": step_id, **view["waiting_for"]}
+        for step_id, view in steps.items()
+        if view.get("waiting_for") and view["waiting_for"].get("kind") != "dependencies"
+    ]
+
+
+def step_kind(step: CallStep | AwaitStep | SleepStep) -> str:
+    """``task``, ``http``, ``workflow``, ``await``, ``sleep``, or ``for`` for a fan-out."""
+    if isinstance(step, CallStep) and step.for_each is not None:
+        return "for"
+    return step.kind
+
+
+def _task_of(ir: WorkflowIR, step: CallStep) -> str:
+    if step.child is not None:
+        return f"{step.child.name}@{step.child.version}"
+    contract = ir.tasks.get(step.call.task)
+    return step.call.task if contract is None else f"{step.call.task}@{contract.version}"
+
+
+@dataclass(frozen=True)
+class _Scope:
+    """What every step's reason is read from."""
+
+    state: ExecutionState
+    ir: WorkflowIR
+    workers: Workers
+
+
+def _kind_and_wait(
+    scope: _Scope, step: CallStep | AwaitStep | SleepStep, key: str, after: tuple[str, ...]
+) -> dict[str, Json]:
+    running = scope.state.status == "running"
+    wait = _waiting_for(scope, step, key, after) if running else None
+    return {"kind": step_kind(step), "waiting_for": wait}
+
+
+def _waiting_for(
+    scope: _Scope, step: CallStep | AwaitStep | SleepStep, key: str, after: tuple[str, ...]
+) -> dict[str, Json] | None:
+    state = scope.state
+    unit = state.unit(key)
+    status = unit.status
+    if status.resolved:
+        return None
+    if status is UnitStatus.PENDING:
+        blocking = [
+            name.removeprefix(FINALLY_PREFIX)
+            for name in after
+            if not state.unit(name).status.resolved
+        ]
+        return {"kind": "dependencies", "steps": blocking} if blocking else None
+    if isinstance(step, CallStep) and unit.items is not None:
+        return _elements(scope, step, key, len(unit.items))
+    if status is UnitStatus.RETRY_WAIT:
+        return {
+            "kind": "retry",
+            "attempt": unit.attempt + 1,
+            "at": iso_ms(unit.due_at),
+            "last_error": None if unit.error is None else unit.error.code,
+        }
+    if status is UnitStatus.UNCERTAIN:
+        return {"kind": "redelivery", "attempt": unit.attempt}
+    if isinstance(step, AwaitStep):
+        return {"kind": "signal", "name": step.signal, "timeout_at": iso_ms(unit.due_at)}
+    if isinstance(step, SleepStep):
+        return {"kind": "timer", "at": iso_ms(unit.due_at)}
+    if status is UnitStatus.SCHEDULED:
+        return {"kind": "dispatch"}
+    return _call_wait(scope, step, key, unit)
+
+
+def _call_wait(scope: _Scope, step: CallStep, key: str, unit: UnitState) -> dict[str, Json]:
+    """What a dispatched call waits for: its child, the HTTP adapter or a worker."""
+    if step.child is not None:
+        return {
+            "kind": "child",
+            "execution_id": child_execution_id(scope.state.execution_id, key),
+            "workflow": _task_of(scope.ir, step),
+        }
+    if step.call.task == HTTP_TASK:
+        return {"kind": "http", "attempt": unit.attempt, "timeout_at": iso_ms(unit.timeout_at)}
+    task = _task_of(scope.ir, step)
+    return {
+        "kind": "worker",
+        "task": task,
+        "workers_online": scope.workers.online.get(task, 0),
+        "held_by": None if unit.token is None else scope.workers.holders.get(unit.token),
+        "attempt": unit.attempt,
+        "timeout_at": iso_ms(unit.timeout_at),
+    }
+
+
+def _elements(scope: _Scope, step: CallStep, key: str, total: int) -> dict[str, Json]:
+    counts: dict[str, int] = {}
+    held = 0
+    for index in range(total):
+        element = scope.state.unit(element_key(key, index))
+        counts[element.status.value] = counts.get(element.status.value, 0) + 1
+        if element.token is not None and element.token in scope.workers.holders:
+            held += 1
+    task = _task_of(scope.ir, step)
+    wait: dict[str, Json] = {"kind": "elements", "total": total, "counts": counts, "task": task}
+    if step.child is None and step.call.task != HTTP_TASK:
+        wait.update(workers_online=scope.workers.online.get(task, 0), held=held)
+    return wait
+
+
+def needs_workers(state: ExecutionState) -> bool:
+    """Whether a view of the state shows a worker wait (so the sessions are worth reading)."""
+    return state.status == "running" and any(
+        unit.status is UnitStatus.DISPATCHED for unit in state.units.values()
+    )
+
+
+def _unit(unit: UnitState) -> dict[str, Json]:
+    return {
+        "status": unit.status.value,
+        "attempt": unit.attempt,
+        "output": unit.output,
+        "error": None if unit.error is None else unit.error.model_dump(mode="json"),
+    }
+
+
+def _step(state: ExecutionState, key: str) -> dict[str, Json]:
+    """A step's own record; a ``for`` step also counts its elements by status."""
+    unit = state.unit(key)
+    view = _unit(unit)
+    if unit.items is not None:
+        counts: dict[str, int] = {}
+        for index in range(len(unit.items)):
+            status = state.unit(element_key(key, index)).status.value
+            counts[status] = counts.get(status, 0) + 1
+        view["elements"] = counts
+    compensation = state.units.get(COMPENSATE_PREFIX + key)
+    if compensation is not None:
+        view["compensation"] = _unit(compensation)
+    return view
