@@ -7,6 +7,9 @@ from typing import Any
 
 from prometheus_client import start_http_server
 
+# The server's metrics count every AMQP publish of the process they are imported
+# into (an SDK worker counts nothing by itself): the bench counts the worker's too.
+import orbit_services.runtime.metrics  # noqa: F401
 from orbit_sdk import TaskContext, Worker, task
 
 

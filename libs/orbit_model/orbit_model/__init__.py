@@ -10,8 +10,9 @@ CEL and JSON Schema with it.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from orbit_model.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from orbit_model.compiler import Definition, compile_definition, definition_from_ir
@@ -56,14 +57,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'orbit_model' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"orbit_model.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE, globals())

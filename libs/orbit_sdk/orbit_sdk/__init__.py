@@ -16,8 +16,9 @@ the HTTP client, and a worker does not load the HTTP client.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from orbit_model.lazy import lazy_attributes
 
 if TYPE_CHECKING:
     from orbit_sdk.amqp_client import AmqpClient, publish_cancel, publish_signal, publish_start
@@ -52,14 +53,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'orbit_sdk' has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"orbit_sdk.{module}"), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *__all__])
+__getattr__, __dir__ = lazy_attributes(__name__, _WHERE, globals())
