@@ -9,18 +9,15 @@ from hypothesis import strategies as st
 
 from orbit_model.payloads import payload_problem, payload_size
 
+# Unicode text: no NUL, and no lone surrogates (half a UTF-16 pair is not text).
+TEXT = st.text(alphabet=st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)))
 JSON = st.recursive(
     st.none()
     | st.booleans()
     | st.integers()
     | st.floats(allow_nan=False, allow_infinity=False)
-    | st.text(alphabet=st.characters(blacklist_characters="\x00")),
-    lambda inner: (
-        st.lists(inner, max_size=4)
-        | st.dictionaries(
-            st.text(alphabet=st.characters(blacklist_characters="\x00")), inner, max_size=4
-        )
-    ),
+    | TEXT,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(TEXT, inner, max_size=4),
     max_leaves=20,
 )
 

@@ -13,7 +13,8 @@ the SDK itself counts nothing, so a worker needs no metrics library.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Iterable, Mapping
+import contextlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -44,6 +45,28 @@ COUNTERS = Counters()
 """The process's counters: empty in a worker; the server's metrics add theirs
 (``orbit_services.runtime.broker``), so a worker run inside a service process
 is counted with it."""
+
+
+@contextlib.contextmanager
+def translated(what: str) -> Iterator[None]:
+    """Turn what the AMQP client raises inside into ``UNAVAILABLE``, saying what failed.
+
+    The one place, with :class:`Publisher`, where aio-pika's and aiormq's errors
+    become Orbit's: the services and the SDK see OrbitErrors only.
+    """
+    try:
+        yield
+    except aiormq.exceptions.ChannelNotFoundEntity as error:
+        raise OrbitError(
+            ErrorCode.UNAVAILABLE,
+            f"{what}: it does not exist on the broker (has Orbit ever run in this namespace?)",
+        ) from error
+    except (
+        aiormq.exceptions.AMQPError,
+        aiormq.exceptions.ChannelInvalidStateError,
+        ConnectionError,
+    ) as error:
+        raise OrbitError(ErrorCode.UNAVAILABLE, f"{what} failed: {error!r}") from error
 
 
 def _report(callbacks: list[Callback]) -> None:
@@ -85,9 +108,10 @@ async def open_channel(
     connection: AbstractRobustConnection, prefetch: int | None = None
 ) -> AbstractChannel:
     """A channel with publisher confirms that raises on returned (unroutable) messages."""
-    channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
-    if prefetch is not None:
-        await channel.set_qos(prefetch_count=prefetch)
+    with translated("opening a channel to RabbitMQ"):
+        channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
+        if prefetch is not None:
+            await channel.set_qos(prefetch_count=prefetch)
     return channel
 
 

@@ -16,7 +16,7 @@ from aio_pika.abc import AbstractChannel, AbstractIncomingMessage
 
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.topology import REPLY_TO
-from orbit_sdk.amqp import Publisher
+from orbit_sdk.amqp import Publisher, translated
 
 
 class ReplyTimeout(OrbitError):
@@ -40,8 +40,9 @@ class Requester:
     async def start(self) -> None:
         # Passive declare (not get_queue(ensure=False)): a robust channel then
         # consumes it again after a reconnect.
-        queue = await self._channel.declare_queue(REPLY_TO, passive=True)
-        await queue.consume(self._on_reply, no_ack=True)
+        with translated("consuming direct replies"):
+            queue = await self._channel.declare_queue(REPLY_TO, passive=True)
+            await queue.consume(self._on_reply, no_ack=True)
 
     async def _on_reply(self, message: AbstractIncomingMessage) -> None:
         future = self._waiting.pop(message.correlation_id or "", None)

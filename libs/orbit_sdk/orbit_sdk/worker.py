@@ -45,7 +45,7 @@ from orbit_model.messages import (
 )
 from orbit_model.topology import Topology
 from orbit_sdk import lifecycle
-from orbit_sdk.amqp import Publisher, connect, open_channel
+from orbit_sdk.amqp import Publisher, connect, open_channel, translated
 from orbit_sdk.lifecycle import run_until_stopped
 from orbit_sdk.rpc import Requester
 from orbit_sdk.session import ControlSession
@@ -284,8 +284,9 @@ class Worker:
                 raise OrbitError(ErrorCode.UNAVAILABLE, f"the dispatcher gave no queue for {key}")
             # Passive: the dispatcher declared it; a robust channel re-consumes
             # queues declared through it after a reconnect.
-            queue = await channel.declare_queue(name, passive=True)
-            self._consumers.append((queue, await queue.consume(self._on_task)))
+            with translated(f"consuming the task queue {name!r}"):
+                queue = await channel.declare_queue(name, passive=True)
+                self._consumers.append((queue, await queue.consume(self._on_task)))
 
     async def _heartbeat_loop(self) -> None:
         while True:

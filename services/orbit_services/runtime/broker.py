@@ -19,8 +19,8 @@ from aio_pika.abc import (
     AbstractQueue,
 )
 
-from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.topology import Topology, task_key
+from orbit_sdk.amqp import translated
 from orbit_services.runtime import metrics
 
 log = logging.getLogger("orbit.broker")
@@ -50,25 +50,36 @@ async def declare_queue(
     *,
     single_active_consumer: bool = False,
 ) -> AbstractQueue:
-    queue = await channel.declare_queue(
-        name, durable=True, arguments=topology.queue_arguments(single_active_consumer)
-    )
-    await queue.bind(exchange, routing_key)
+    """Declare the durable quorum queue ``name`` and bind it to ``exchange``.
+
+    Raises:
+        OrbitError: ``UNAVAILABLE`` when the broker refuses or is away.
+    """
+    with translated(f"declaring queue {name!r}"):
+        queue = await channel.declare_queue(
+            name, durable=True, arguments=topology.queue_arguments(single_active_consumer)
+        )
+        await queue.bind(exchange, routing_key)
     return queue
 
 
 async def declare_topology(channel: AbstractChannel, topology: Topology) -> None:
-    """Declare every exchange and every fixed queue (task queues come with their workers)."""
-    dead_letter = await channel.declare_exchange(
-        topology.dead_letter, aio_pika.ExchangeType.FANOUT, durable=True
-    )
-    parked = await channel.declare_queue(
-        topology.dead_letter, durable=True, arguments={"x-queue-type": "quorum"}
-    )
-    await parked.bind(dead_letter)
-    for name in (topology.commands, topology.decider, topology.control):
-        await channel.declare_exchange(name, aio_pika.ExchangeType.DIRECT, durable=True)
-    await channel.declare_exchange(topology.tasks, aio_pika.ExchangeType.DIRECT, durable=True)
+    """Declare every exchange and every fixed queue (task queues come with their workers).
+
+    Raises:
+        OrbitError: ``UNAVAILABLE`` when the broker refuses or is away.
+    """
+    with translated(f"declaring the exchanges of namespace {topology.namespace!r}"):
+        dead_letter = await channel.declare_exchange(
+            topology.dead_letter, aio_pika.ExchangeType.FANOUT, durable=True
+        )
+        parked = await channel.declare_queue(
+            topology.dead_letter, durable=True, arguments={"x-queue-type": "quorum"}
+        )
+        await parked.bind(dead_letter)
+        for name in (topology.commands, topology.decider, topology.control):
+            await channel.declare_exchange(name, aio_pika.ExchangeType.DIRECT, durable=True)
+        await channel.declare_exchange(topology.tasks, aio_pika.ExchangeType.DIRECT, durable=True)
     await declare_queue(channel, topology, topology.commands, topology.commands, "command")
     await declare_queue(channel, topology, topology.control, topology.control, "control")
     for partition in range(topology.partitions):
@@ -121,12 +132,10 @@ class TaskQueues:
             self._declared[key] = future
         try:
             return await asyncio.shield(future)
-        except Exception as error:
+        except Exception:
             if self._declared.get(key) is future:
                 del self._declared[key]  # declare again next time
-            raise OrbitError(
-                ErrorCode.UNAVAILABLE, f"declaring the queue of {task}@{version} failed: {error!r}"
-            ) from error
+            raise  # UNAVAILABLE already (declare_queue)
 
 
 def delivery_count(message: AbstractIncomingMessage) -> int:
