@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -52,9 +52,10 @@ from orbit_model.messages import (
 from orbit_model.state import evolve, replay
 from orbit_sdk.amqp import Publisher, connect, open_channel
 from orbit_services.gateway import GatewayService, create_app
+from orbit_services.gateway.commands import CommandIntake
 from orbit_services.gateway.executions import Executions
 from orbit_services.gateway.service import broker_ready
-from orbit_services.runtime.broker import declare_topology
+from orbit_services.runtime.broker import PARK_AFTER, declare_topology
 from orbit_services.runtime.settings import Settings
 from orbit_services.store import Append, DefinitionRow, EventStore
 from orbit_services.store.outbox import OutboxRelay
@@ -663,6 +664,30 @@ async def test_unexpected_errors_are_a_500_without_a_traceback(
         assert error_of(await c.delete("/v1/definitions"))[:2] == (405, "INVALID_REQUEST")
 
 
+async def test_an_internal_error_is_logged_and_its_cause_kept_from_the_client(
+    gateway: Gateway, orbit_env: OrbitEnv, caplog: pytest.LogCaptureFixture
+) -> None:
+    class Refusing(EventStore):
+        async def list_definitions(self) -> list[DefinitionRow]:
+            # What the store makes of a statement Postgres refuses for no fault of the input.
+            raise OrbitError(ErrorCode.INTERNAL, "Postgres refused a statement: secret detail")
+
+    store = await Refusing.connect(orbit_env.settings.database_url, min_size=1, max_size=1)
+    try:
+        relay = gateway.executions.relay
+        app = create_app(Executions(store, relay, orbit_env.topology, orbit_env.settings))
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+            status, code, message = error_of(await client.get("/v1/definitions"))
+    finally:
+        await store.close()
+    assert (status, code) == (500, "INTERNAL")
+    assert "secret detail" not in message
+    logged = [r for r in caplog.records if getattr(r, "action", None) == "http.internal_error"]
+    assert len(logged) == 1
+    assert "secret detail" in logged[0].getMessage()
+
+
 async def test_the_openapi_document_lists_every_path(gateway: Gateway) -> None:
     document = (await gateway.client.get("/openapi.json")).json()
     assert set(document["paths"]) >= {
@@ -759,6 +784,40 @@ async def test_the_service_serves_http_and_answers_commands(orbit_env: OrbitEnv)
     async with httpx.AsyncClient(base_url=base) as client:
         with pytest.raises(httpx.ConnectError):
             await client.get("/healthz")
+
+
+async def test_a_command_that_fails_inside_orbit_is_given_back_then_parked(
+    orbit_env: OrbitEnv,
+) -> None:
+    class Refusing:
+        """Executions whose store refuses every statement, for no fault of the command."""
+
+        calls = 0
+
+        async def handle(self, command: object) -> object:
+            self.calls += 1
+            raise OrbitError(ErrorCode.INTERNAL, "Postgres refused a statement")
+
+    topology = orbit_env.topology
+    connection = await connect(orbit_env.settings.amqp_url)
+    try:
+        channel = await open_channel(connection)
+        await declare_topology(channel, topology)
+        publisher = Publisher(channel)
+        refusing = Refusing()
+        intake = CommandIntake(cast(Executions, refusing), publisher)
+        consuming = await open_channel(connection, prefetch=1)
+        commands = await consuming.declare_queue(topology.commands, passive=True)
+        await commands.consume(intake.on_message)
+        await publisher.publish(
+            topology.commands, "command", encode(StartExecution(workflow="refused"))
+        )
+        # Tried again (not acked as a refusal), and parked once it keeps failing.
+        parked = await _next_message(await channel.get_queue(topology.dead_letter))
+        assert StartExecution.model_validate_json(parked.body).workflow == "refused"
+        assert refusing.calls == PARK_AFTER
+    finally:
+        await connection.close()
 
 
 async def test_the_service_does_not_start_on_a_port_in_use(orbit_env: OrbitEnv) -> None:

@@ -24,7 +24,7 @@ from urllib.parse import quote
 
 import httpx
 
-from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.errors import DefinitionProblem, ErrorCode, OrbitError
 
 if TYPE_CHECKING:
     from orbit_model.compiler import Definition
@@ -129,8 +129,8 @@ class OrbitClient:
         Raises:
             orbit_model.DefinitionError: A file does not compile.
             OrbitClientError: The gateway refused one (those before it stay registered).
-            OrbitError: ``INVALID_DEFINITION`` when the definitions start each other
-                in a cycle.
+            DefinitionProblem: ``INVALID_DEFINITION`` (a ``ValueError`` too) when the
+                definitions start each other in a cycle.
         """
         # The compiler (CEL, JSON Schema) only for those who deploy.
         from orbit_model.compiler import compile_definition  # noqa: PLC0415
@@ -313,9 +313,7 @@ def children_first(compiled: list[tuple[str, Definition]]) -> list[tuple[str, De
             return
         if ref in visiting:
             cycle = " -> ".join([*visiting[visiting.index(ref) :], ref])
-            raise OrbitError(
-                ErrorCode.INVALID_DEFINITION, f"workflows start each other in a cycle: {cycle}"
-            )
+            raise DefinitionProblem(f"workflows start each other in a cycle: {cycle}")
         visiting.append(ref)
         text, definition = by_ref[ref]
         for child in sorted(_children(definition)):

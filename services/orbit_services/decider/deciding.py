@@ -55,10 +55,11 @@ class Committed:
 
 @dataclass(frozen=True)
 class _Turn:
-    """One execution's part of a batch: the plan, and the append it becomes."""
+    """One execution's part of a batch: the plan, the append it becomes, its definition."""
 
     plan: Plan
     append: Append
+    definition: WorkflowIR | None
 
 
 def _outbox_message(outgoing: Outgoing) -> OutboxMessage:
@@ -125,7 +126,7 @@ class Deciding:
                 finally:
                     metrics.DECIDER_COMMIT_SECONDS.observe(time.perf_counter() - deciding)
                 metrics.DECIDER_BATCH_INPUTS.observe(len(inputs))
-                await self._committed(turns, groups)
+                self._committed(turns, groups)
                 messages = [message for turn in turns for message in turn.append.outbox]
                 return Committed(ids, messages, sum(len(turn.plan.events) for turn in turns))
             raise AppendConflict(list(groups))
@@ -192,7 +193,8 @@ class Deciding:
             timers_before=decided.timers_before,
             outbox=[_outbox_message(outgoing) for outgoing in decided.messages],
         )
-        return _Turn(decided, append)
+        ir = facts.definition or facts.children.get(decided.state.definition_hash)
+        return _Turn(decided, append, ir)
 
     async def _facts(self, state: ExecutionState, items: list[DeciderInput]) -> Facts:
         definition = None
@@ -244,8 +246,11 @@ class Deciding:
             if not self.task_queues.known(task, version):
                 await self.task_queues.ensure(task, version)
 
-    async def _committed(self, turns: list[_Turn], groups: dict[str, list[DeciderInput]]) -> None:
-        """Remember the new states, count what was committed and make its spans."""
+    def _committed(self, turns: list[_Turn], groups: dict[str, list[DeciderInput]]) -> None:
+        """Remember the new states, count what was committed and make its spans.
+
+        No I/O here: the batch is committed, and nothing may fail it any more.
+        """
         for turn in turns:
             before, after = turn.plan.before, turn.plan.state
             execution_id = turn.append.execution_id
@@ -257,8 +262,7 @@ class Deciding:
                         self.step_clock.task_started(
                             execution_id, unit, item.token, item.started_at
                         )
-            ir = await self._definition(after.definition_hash)
-            self.step_clock.committed(before, after, turn.plan.events, ir)
+            self.step_clock.committed(before, after, turn.plan.events, turn.definition)
             if self.spans is not None:
                 self.spans.committed(before, after, turn.plan.events)
 

@@ -211,6 +211,14 @@ class ControlHandler:
                 return await self.heartbeat(request)
             return await self.unregister(request)
         except OrbitError as error:
+            if error.code is ErrorCode.INTERNAL:
+                log.error(
+                    "a %s request failed: %s",
+                    request.type,
+                    error.message,
+                    exc_info=error,
+                    extra={"action": "control.failed"},
+                )
             return control_error(error)
 
     async def register(self, request: RegisterWorker) -> Registration:

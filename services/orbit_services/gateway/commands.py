@@ -76,6 +76,17 @@ class CommandIntake:
             result = await self.executions.handle(command)
             reply = CommandReply(ok=True, result=result)
         except OrbitError as error:
+            if error.code is ErrorCode.INTERNAL:
+                # Not the command's fault: logged, and tried again (parked past the limit).
+                log.error(
+                    "command %s failed: %s",
+                    command.type,
+                    error.message,
+                    exc_info=error,
+                    extra={"action": "command.failed"},
+                )
+                await give_back(message, error)
+                return
             if error.code is ErrorCode.UNAVAILABLE:
                 await give_back(message, error)  # may work when tried again
                 return

@@ -24,6 +24,7 @@ from orbit_model.problems import DefinitionError
 log = logging.getLogger("orbit.gateway")
 
 _SHOWN_PROBLEMS = 5
+_INTERNAL_MESSAGE = "the gateway failed unexpectedly; the error is in its log"
 
 
 def error_response(
@@ -40,8 +41,20 @@ def _error_body(code: str, message: str, status: int, details: Any = None) -> JS
     return JSONResponse({"error": error}, status_code=status)
 
 
-async def _orbit_error(_: Request, error: Exception) -> JSONResponse:
+async def _orbit_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, OrbitError)  # registered for OrbitError only
+    if error.code is ErrorCode.INTERNAL:
+        # A bug, or Postgres refusing what it should not: logged with its cause,
+        # and the client told no more than that (the cause may hold internals).
+        log.error(
+            "unexpected error answering %s %s: %s",
+            request.method,
+            request.url.path,
+            error.message,
+            exc_info=error,
+            extra={"action": "http.internal_error"},
+        )
+        return error_response(ErrorCode.INTERNAL, _INTERNAL_MESSAGE)
     details = None
     if isinstance(error, DefinitionError):
         details = [{"line": p.line, "path": p.path, "message": p.message} for p in error.problems]
@@ -111,9 +124,7 @@ class CatchAll:
             )
             if started:
                 return  # half an answer is out: the server closes the connection
-            response = error_response(
-                ErrorCode.INTERNAL, "the gateway failed unexpectedly; the error is in its log"
-            )
+            response = error_response(ErrorCode.INTERNAL, _INTERNAL_MESSAGE)
             await response(scope, receive, send)
 
 
