@@ -139,6 +139,13 @@ class EventStore:
         found: dict[str, list[Event]] = {execution_id: [] for execution_id in after}
         if not after:
             return found
+        if len(after) == 1:  # the gateway's and the dispatcher's usual read: the plain query
+            [(execution_id, after_seq)] = after.items()
+            rows = await self._db.fetch(
+                sql.READ_EVENTS, execution_id=execution_id, after_seq=after_seq
+            )
+            found[execution_id] = [event_from_json(row["data"]) for row in rows]
+            return found
         rows = await self._db.fetch(
             sql.READ_EVENTS_MANY, execution_ids=list(after), after_seqs=list(after.values())
         )
