@@ -26,7 +26,7 @@ from orbit_model.topology import Topology
 from orbit_sdk.amqp import Publisher, connect, open_channel
 from orbit_services.decider.deciding import Committed, Deciding
 from orbit_services.decider.spans import SpanRecorder
-from orbit_services.runtime.broker import TaskQueues, declare_topology, give_back, park
+from orbit_services.runtime.broker import TaskQueues, consume, declare_topology, give_back, park
 from orbit_services.runtime.metrics import MetricsEndpoint
 from orbit_services.runtime.settings import Settings
 from orbit_services.store import EventStore
@@ -92,6 +92,8 @@ class DeciderService:
         settings = self.settings
         self._store = await EventStore.connect(settings.database_url)
         self._connection = await connect(settings.amqp_url)
+        # After a reconnect the cached states may predate what others wrote meanwhile.
+        self._connection.reconnect_callbacks.add(self._reconnected)
         publishing = await open_channel(self._connection)
         await declare_topology(publishing, self.topology)
         self._relay = OutboxRelay(self._store.outbox, Publisher(publishing), service=self.name)
@@ -116,9 +118,16 @@ class DeciderService:
 
     async def _consume(self, channel: AbstractChannel) -> None:
         for partition in range(self.topology.partitions):
-            queue = await channel.get_queue(self.topology.decider_queue(partition), ensure=False)
-            tag = await queue.consume(self._on_message)
-            self._consumers.append((queue, tag))
+            name = self.topology.decider_queue(partition)
+            self._consumers.append(await consume(channel, name, self._on_message))
+
+    def _reconnected(self, _connection: object) -> None:
+        log.warning(
+            "reconnected to RabbitMQ; the cached states are read again",
+            extra={"action": "decider.reconnected"},
+        )
+        if self._deciding is not None:
+            self._deciding.states.clear()
 
     async def _on_message(self, message: AbstractIncomingMessage) -> None:
         try:

@@ -40,7 +40,7 @@ from orbit_model.topology import Topology
 from orbit_sdk.amqp import Publisher, connect, open_channel
 from orbit_services.dispatcher.control import ControlHandler, control_error
 from orbit_services.runtime import metrics
-from orbit_services.runtime.broker import TaskQueues, declare_topology
+from orbit_services.runtime.broker import TaskQueues, consume, declare_topology
 from orbit_services.runtime.metrics import MetricsEndpoint
 from orbit_services.runtime.settings import Settings
 from orbit_services.store import EventStore, OutboxMessage
@@ -134,11 +134,10 @@ class DispatcherService:
             heartbeat_interval_ms=self.settings.heartbeat_interval_ms,
             session_timeout_ms=self.settings.session_timeout_ms,
         )
-        control = await control_channel.get_queue(self.topology.control)
         self._sessions = store.sessions
         self._counting = asyncio.create_task(self._count_sessions(), name="dispatcher.sessions")
         self._consumers = [
-            (control, await control.consume(self._on_control)),
+            await consume(control_channel, self.topology.control, self._on_control),
         ]
         self._beating = asyncio.create_task(self._beat(), name="dispatcher.beat")
         self._metrics.start()

@@ -16,7 +16,7 @@ from orbit_sdk.amqp import Publisher, connect, open_channel
 from orbit_services.gateway.app import create_app
 from orbit_services.gateway.commands import CommandIntake
 from orbit_services.gateway.executions import Executions
-from orbit_services.runtime.broker import declare_topology
+from orbit_services.runtime.broker import consume, declare_topology
 from orbit_services.runtime.settings import Settings
 from orbit_services.store import EventStore
 from orbit_services.store.outbox import OutboxRelay
@@ -130,9 +130,8 @@ class GatewayService:
             extra={"action": "gateway.listening", "port": self.port},
         )
         consuming = await open_channel(connection, prefetch=COMMAND_PREFETCH)
-        queue = await consuming.get_queue(self.topology.commands, ensure=False)
         self._intake = CommandIntake(executions, publisher)
-        self._consumer = (queue, await queue.consume(self._intake.on_message))
+        self._consumer = await consume(consuming, self.topology.commands, self._intake.on_message)
 
     async def stop(self) -> None:
         """Stop taking commands and requests, finish those in hand, close every connection."""

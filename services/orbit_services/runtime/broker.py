@@ -11,12 +11,15 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
+from typing import Any
 
 import aio_pika
 from aio_pika.abc import (
     AbstractChannel,
     AbstractIncomingMessage,
     AbstractQueue,
+    ConsumerTag,
 )
 
 from orbit_model.topology import Topology, task_key
@@ -31,6 +34,7 @@ PARK_AFTER = 5
 __all__ = [
     "PARK_AFTER",
     "TaskQueues",
+    "consume",
     "declare_queue",
     "declare_task_queue",
     "declare_topology",
@@ -61,6 +65,24 @@ async def declare_queue(
         )
         await queue.bind(exchange, routing_key)
     return queue
+
+
+async def consume(
+    channel: AbstractChannel, name: str, callback: Callable[[AbstractIncomingMessage], Any]
+) -> tuple[AbstractQueue, ConsumerTag]:
+    """Consume the queue ``name`` (declared already) with ``callback``; the queue and its tag.
+
+    The queue is declared again, passively, through the robust channel: aio-pika
+    restores the consumers of the queues declared through a robust channel after
+    a reconnect, and only those (a ``get_queue(ensure=False)`` handle is not one,
+    and its consumer stays gone after a broker restart).
+
+    Raises:
+        OrbitError: ``UNAVAILABLE`` when the queue does not exist or the broker is away.
+    """
+    with translated(f"consuming queue {name!r}"):
+        queue = await channel.declare_queue(name, passive=True)
+        return queue, await queue.consume(callback)
 
 
 async def declare_topology(channel: AbstractChannel, topology: Topology) -> None:

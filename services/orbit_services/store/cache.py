@@ -49,6 +49,10 @@ class StateCache:
         while len(self._states) > self.capacity:
             self._states.popitem(last=False)
 
+    def clear(self) -> None:
+        """Forget every state (after a reconnect: others may have written meanwhile)."""
+        self._states.clear()
+
     def drop(self, execution_ids: Collection[str]) -> None:
         """Forget these states (after a failure that may come from a stale one)."""
         for execution_id in execution_ids:
