@@ -43,3 +43,22 @@ def test_a_bad_value_names_its_variable(monkeypatch: pytest.MonkeyPatch) -> None
 def test_a_namespace_must_be_a_safe_prefix() -> None:
     with pytest.raises(SettingsError, match="ORBIT_NAMESPACE"):
         load_settings(namespace="has space")
+
+
+def test_heartbeats_must_come_at_least_twice_per_session_timeout() -> None:
+    # 3 s sessions with the default 5 s heartbeats: healthy workers would expire.
+    with pytest.raises(SettingsError) as refused:
+        load_settings(session_timeout_ms=3_000)
+    assert refused.value.code == "INVALID_SETTINGS"
+    assert (
+        "ORBIT_SESSION_TIMEOUT_MS (3000) must be at least twice"
+        " ORBIT_HEARTBEAT_INTERVAL_MS (5000)" in refused.value.message
+    )
+    assert load_settings(session_timeout_ms=10_000).session_timeout_ms == 10_000
+
+
+def test_a_worker_checks_them_too() -> None:
+    from orbit_sdk.settings import load_client_settings  # noqa: PLC0415
+
+    with pytest.raises(SettingsError, match="at least twice"):
+        load_client_settings(session_timeout_ms=1_000, heartbeat_interval_ms=600)

@@ -8,9 +8,9 @@ traceback.
 
 from __future__ import annotations
 
-from typing import TypeVar
+from typing import Self, TypeVar
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from orbit_model.errors import ErrorCode, OrbitError
@@ -48,6 +48,17 @@ class ClientSettings(BaseSettings):
             raise ValueError("must be an amqp:// or amqps:// URL")
         return value
 
+    @model_validator(mode="after")
+    def _heartbeats_fit_in_a_session(self) -> Self:
+        # A session silent for its timeout is lost: with heartbeats not at least twice
+        # as frequent, one late heartbeat expires a healthy worker, again and again.
+        if self.session_timeout_ms < 2 * self.heartbeat_interval_ms:
+            raise ValueError(
+                f"ORBIT_SESSION_TIMEOUT_MS ({self.session_timeout_ms}) must be at least twice"
+                f" ORBIT_HEARTBEAT_INTERVAL_MS ({self.heartbeat_interval_ms})"
+            )
+        return self
+
 
 def load(cls: type[S], **overrides: object) -> S:
     """Settings of class ``cls`` from the environment (and ``overrides``), or a readable error.
@@ -60,9 +71,11 @@ def load(cls: type[S], **overrides: object) -> S:
     except ValidationError as error:
         lines = []
         for item in error.errors():
-            name = "ORBIT_" + "_".join(str(part) for part in item["loc"]).upper()
             message = str(item["msg"]).removeprefix("Value error, ")
-            lines.append(f"{name}: {message}")
+            if item["loc"]:
+                name = "ORBIT_" + "_".join(str(part) for part in item["loc"]).upper()
+                message = f"{name}: {message}"
+            lines.append(message)  # a check of several settings names them itself
         raise SettingsError("invalid settings:\n  " + "\n  ".join(lines)) from None
 
 
