@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 
+from orbit_model.errors import ErrorCode, OrbitError
 from orbit_sdk import AmqpClient, TaskContext, task
 from tests.e2e.stack import Stack, running_stack
 from tests.integration.conftest import OrbitEnv
@@ -58,19 +59,32 @@ def rabbit(tmp_path: Path) -> Iterator[PrivateRabbit]:
         node.stop()
 
 
+async def _start_over_amqp(amqp: AmqpClient, execution_id: str, n: int) -> None:
+    """A start by AMQP command, asked again while the gateway's consumer is not back yet."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            reply = await amqp.publish_start(
+                "echo", {"n": n}, execution_id=execution_id, wait_reply=True
+            )
+        except OrbitError as error:  # no answer yet: the broker or the consumer is coming back
+            if error.code != ErrorCode.UNAVAILABLE or time.monotonic() > deadline:
+                raise
+            continue
+        assert reply is not None
+        assert reply.ok, reply
+        return
+
+
 async def _run_all(stack: Stack, prefix: str, count: int, timeout: float = 60) -> None:
     """Start ``count`` executions over HTTP and over AMQP; every one completes."""
     ids = [f"{prefix}-{n}" for n in range(count)]
     half = count // 2
     for n, execution_id in enumerate(ids[:half]):
         await stack.client.start("echo", {"n": n}, execution_id=execution_id)
-    async with AmqpClient(stack.settings) as amqp:
+    async with AmqpClient(stack.settings, reply_timeout=5) as amqp:
         for n, execution_id in enumerate(ids[half:], start=half):
-            reply = await amqp.publish_start(
-                "echo", {"n": n}, execution_id=execution_id, wait_reply=True
-            )
-            assert reply is not None
-            assert reply.ok, reply
+            await _start_over_amqp(amqp, execution_id, n)
     for n, execution_id in enumerate(ids):
         done = await stack.client.wait(execution_id, timeout=timeout)
         assert done["status"] == "completed", done
@@ -104,4 +118,8 @@ async def test_every_consumer_comes_back_after_the_broker_does(
                 queues = await asyncio.to_thread(rabbit.queues)
                 raise AssertionError(f"{error}; the broker's queues:\n{queues}") from None
             assert done["status"] == "completed", done
-        await _run_all(stack, "after", 10)
+        try:
+            await _run_all(stack, "after", 10)
+        except (AssertionError, OrbitError, TimeoutError) as error:
+            queues = await asyncio.to_thread(rabbit.queues)
+            raise AssertionError(f"{error!r}; the broker's queues:\n{queues}") from error

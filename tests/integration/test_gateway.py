@@ -652,7 +652,13 @@ async def test_unexpected_errors_are_a_500_without_a_traceback(
     relay = gateway.executions.relay
     app = create_app(Executions(store, relay, orbit_env.topology, orbit_env.settings))
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
-        assert error_of(await c.get("/v1/workers"))[:2] == (503, "UNAVAILABLE")
+        unavailable = await c.get("/v1/workers")
+        assert error_of(unavailable)[:2] == (503, "UNAVAILABLE")
+        assert unavailable.headers["Retry-After"] == "2"
+        for _ in range(20):  # an outage is logged once a while, not once a request
+            await c.get("/v1/workers")
+        outage = [r for r in caplog.records if getattr(r, "action", None) == "http.unavailable"]
+        assert len(outage) == 1
         response = await c.get("/v1/definitions")
         assert error_of(response)[:2] == (500, "INTERNAL")
         assert "Traceback" not in response.text

@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from orbit_sdk.logs import configure_logging
+from orbit_sdk.logs import LogThrottle, configure_logging
 
 
 @pytest.fixture(autouse=True)
@@ -46,3 +46,22 @@ def test_the_level_filters(capsys: pytest.CaptureFixture[str]) -> None:
     configure_logging("gateway", "WARNING", "json")
     logging.getLogger("orbit.gateway").info("quiet")
     assert capsys.readouterr().err == ""
+
+
+def test_a_throttle_logs_one_line_per_cause_per_interval_and_counts_the_rest(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    now = [100.0]
+    throttle = LogThrottle(logging.getLogger("orbit.test"), interval=10, clock=lambda: now[0])
+    with caplog.at_level(logging.WARNING, logger="orbit.test"):
+        assert throttle.log(logging.WARNING, "pg", "Postgres is away: %s", "refused")
+        for _ in range(5):
+            assert not throttle.log(logging.WARNING, "pg", "Postgres is away: %s", "refused")
+        assert throttle.log(logging.WARNING, "amqp", "RabbitMQ is away")  # a cause of its own
+        now[0] += 12
+        assert throttle.log(logging.WARNING, "pg", "Postgres is away: %s", "refused")
+    assert [r.getMessage() for r in caplog.records] == [
+        "Postgres is away: refused",
+        "RabbitMQ is away",
+        "Postgres is away: refused (and 5 more like it in the last 12 s)",
+    ]

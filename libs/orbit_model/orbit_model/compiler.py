@@ -217,3 +217,24 @@ def _keys_of(model: type[BaseModel] | None) -> list[str]:
     if model is None:
         return []
     return [field.alias or name for name, field in model.model_fields.items()]
+
+
+BODY_FILE = "<body>"
+"""The file name the problems of a definition sent as a request body are reported under."""
+
+
+def definition_from_body(body: bytes, is_ir: bool) -> Definition:
+    """A definition sent as a request body: compiled IR (JSON) if ``is_ir``, else YAML.
+
+    Raises:
+        DefinitionError: ``INVALID_DEFINITION``, listing every problem (with its line
+            for YAML), or saying that the body is not UTF-8 text.
+    """
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as error:
+        problem = Problem(BODY_FILE, None, "", f"the body is not UTF-8 text ({error.reason})")
+        raise DefinitionError([problem]) from None
+    if is_ir:
+        return definition_from_ir(text, BODY_FILE)
+    return compile_definition(text, BODY_FILE)

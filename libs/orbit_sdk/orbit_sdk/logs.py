@@ -10,7 +10,10 @@ from __future__ import annotations
 import json
 import logging
 import sys
+import time
+from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 _FIELDS = ("action", "execution_id", "step", "count", "routing_key", "worker_id")
 
@@ -57,3 +60,45 @@ def configure_logging(service: str, level: str = "INFO", format: str = "text") -
     # aiormq and aio-pika log every reconnect attempt at INFO; keep them for warnings.
     for noisy in ("aiormq", "aio_pika", "uvicorn.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+class LogThrottle:
+    """One line per cause per interval; the lines held back are counted in the next one.
+
+    An outage makes the same failure happen many times a second (each request,
+    each outbox row, each retry): the first is logged at once, the others of
+    that cause only as a count, when the interval has passed and it happens
+    again.
+
+    Args:
+        logger: Where the lines go.
+        interval: Seconds between two lines of one cause.
+        clock: The time in seconds (monotonic), for tests.
+    """
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        interval: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.logger = logger
+        self.interval = interval
+        self.clock = clock
+        self._last: dict[str, float] = {}
+        self._held: dict[str, int] = {}
+
+    def log(self, level: int, cause: str, message: str, *args: Any, **kwargs: Any) -> bool:
+        """Log ``message`` (``logging`` style) unless ``cause`` was logged within the
+        interval; whether it was logged."""
+        now = self.clock()
+        last = self._last.get(cause)
+        if last is not None and now - last < self.interval:
+            self._held[cause] = self._held.get(cause, 0) + 1
+            return False
+        held = self._held.pop(cause, 0)
+        if held:
+            message += f" (and {held} more like it in the last {now - (last or now):.0f} s)"
+        self._last[cause] = now
+        self.logger.log(level, message, *args, **kwargs)
+        return True

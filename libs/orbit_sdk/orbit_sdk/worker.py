@@ -47,6 +47,7 @@ from orbit_model.topology import Topology
 from orbit_sdk import lifecycle
 from orbit_sdk.amqp import Publisher, connect, open_channel, translated
 from orbit_sdk.lifecycle import run_until_stopped
+from orbit_sdk.logs import LogThrottle
 from orbit_sdk.rpc import Requester
 from orbit_sdk.session import ControlSession
 from orbit_sdk.settings import ClientSettings, load_client_settings
@@ -164,6 +165,7 @@ class Worker:
         self._stopping = False
         self._shutdown: asyncio.Task[None] | None = None
         self._tracing: WorkerTracing | None = None
+        self._failures = LogThrottle(log)
         if self.settings.otlp_endpoint:
             # Imported only when traces are exported: OpenTelemetry is the otel extra.
             from orbit_sdk.tracing import WorkerTracing  # noqa: PLC0415
@@ -321,7 +323,13 @@ class Worker:
         try:
             cancel = await self._session.heartbeat(inflight)
         except Exception as error:
-            log.warning("heartbeat failed: %r", error, extra={"action": "worker.heartbeat_failed"})
+            self._failures.log(
+                logging.WARNING,
+                "heartbeat",
+                "heartbeat failed: %r",
+                error,
+                extra={"action": "worker.heartbeat_failed"},
+            )
             return
         for token in cancel:
             running = self._running.get(token)

@@ -24,6 +24,7 @@ from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.messages import DeciderInput, MalformedMessage, decode_decider_input
 from orbit_model.topology import Topology
 from orbit_sdk.amqp import Publisher, connect, open_channel
+from orbit_sdk.logs import LogThrottle
 from orbit_services.decider.deciding import Committed, Deciding
 from orbit_services.decider.spans import SpanRecorder
 from orbit_services.runtime.broker import TaskQueues, consume, declare_topology, give_back, park
@@ -87,6 +88,8 @@ class DeciderService:
         """Batches committed so far (for tests and metrics)."""
         self._metrics = MetricsEndpoint(settings.metrics_port, settings.http_host)
         self._spans: SpanRecorder | None = None
+        self._deferrals = LogThrottle(log)
+        """While Postgres or RabbitMQ is away every batch is deferred: one line per 10 s."""
 
     async def start(self) -> None:
         settings = self.settings
@@ -212,7 +215,9 @@ class DeciderService:
                     raise
                 if self._stopping:
                     raise _Stopping from error
-                log.warning(
+                self._deferrals.log(
+                    logging.WARNING,
+                    str(error.code),
                     "decision deferred for %.2f s: %r",
                     delay,
                     error,

@@ -12,14 +12,10 @@ from __future__ import annotations
 import time
 
 from orbit_model.children import children_of, pin_children
-from orbit_model.compiler import Definition, compile_definition, definition_from_ir
+from orbit_model.compiler import Definition
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.names import semver_key
-from orbit_model.problems import DefinitionError, Problem
 from orbit_services.store import EventStore
-
-BODY_FILE = "<body>"
-"""The file name compile problems of a registered body are reported under."""
 
 LATEST_VERSION_TTL = 1.0
 """Seconds a workflow's newest version is remembered (one query per start, otherwise)."""
@@ -33,22 +29,6 @@ def is_json(content_type: str | None) -> bool:
         return False
     media = content_type.split(";", 1)[0].strip().lower()
     return media in _JSON_TYPES or media.endswith("+json")
-
-
-def parse_definition(body: bytes, content_type: str | None) -> Definition:
-    """A definition from a request body: compiled IR if the type is JSON, else YAML.
-
-    Raises:
-        DefinitionError: ``INVALID_DEFINITION``, listing every problem (with its line for YAML).
-    """
-    try:
-        text = body.decode("utf-8")
-    except UnicodeDecodeError as error:
-        problem = Problem(BODY_FILE, None, "", f"the body is not UTF-8 text ({error.reason})")
-        raise DefinitionError([problem]) from None
-    if is_json(content_type):
-        return definition_from_ir(text, BODY_FILE)
-    return compile_definition(text, BODY_FILE)
 
 
 class DefinitionRegistry:

@@ -9,7 +9,7 @@ the client.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
@@ -20,10 +20,13 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.problems import DefinitionError
+from orbit_sdk.logs import LogThrottle
 
 log = logging.getLogger("orbit.gateway")
 
 _SHOWN_PROBLEMS = 5
+RETRY_AFTER_SECONDS = 2
+"""What a 503 tells a client to wait before trying again (``Retry-After``)."""
 _INTERNAL_MESSAGE = "the gateway failed unexpectedly; the error is in its log"
 
 
@@ -38,27 +41,48 @@ def _error_body(code: str, message: str, status: int, details: Any = None) -> JS
     error: dict[str, Any] = {"code": code, "message": message}
     if details is not None:
         error["details"] = details
-    return JSONResponse({"error": error}, status_code=status)
+    # 503: what the gateway needs is away; a client may try again shortly.
+    headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else None
+    return JSONResponse({"error": error}, status_code=status, headers=headers)
 
 
-async def _orbit_error(request: Request, error: Exception) -> JSONResponse:
-    assert isinstance(error, OrbitError)  # registered for OrbitError only
-    if error.code is ErrorCode.INTERNAL:
-        # A bug, or Postgres refusing what it should not: logged with its cause,
-        # and the client told no more than that (the cause may hold internals).
-        log.error(
-            "unexpected error answering %s %s: %s",
-            request.method,
-            request.url.path,
-            error.message,
-            exc_info=error,
-            extra={"action": "http.internal_error"},
-        )
-        return error_response(ErrorCode.INTERNAL, _INTERNAL_MESSAGE)
-    details = None
-    if isinstance(error, DefinitionError):
-        details = [{"line": p.line, "path": p.path, "message": p.message} for p in error.problems]
-    return _error_body(error.code, error.message, error.http_status, details)
+def _orbit_error_handler(
+    outages: LogThrottle,
+) -> Callable[[Request, Exception], Awaitable[JSONResponse]]:
+    """The handler of every OrbitError; ``outages`` keeps a 503's log line to one a while."""
+
+    async def answer(request: Request, error: Exception) -> JSONResponse:
+        assert isinstance(error, OrbitError)  # registered for OrbitError only
+        if error.code is ErrorCode.UNAVAILABLE:
+            # Postgres or RabbitMQ away: every request says so; the log says it once a while.
+            cause = error.message.split(":", 1)[0]
+            outages.log(
+                logging.WARNING,
+                cause,
+                "answering 503: %s",
+                error.message,
+                extra={"action": "http.unavailable"},
+            )
+        if error.code is ErrorCode.INTERNAL:
+            # A bug, or Postgres refusing what it should not: logged with its cause,
+            # and the client told no more than that (the cause may hold internals).
+            log.error(
+                "unexpected error answering %s %s: %s",
+                request.method,
+                request.url.path,
+                error.message,
+                exc_info=error,
+                extra={"action": "http.internal_error"},
+            )
+            return error_response(ErrorCode.INTERNAL, _INTERNAL_MESSAGE)
+        details = None
+        if isinstance(error, DefinitionError):
+            details = [
+                {"line": p.line, "path": p.path, "message": p.message} for p in error.problems
+            ]
+        return _error_body(error.code, error.message, error.http_status, details)
+
+    return answer
 
 
 async def _invalid_request(_: Request, error: Exception) -> JSONResponse:
@@ -129,7 +153,7 @@ class CatchAll:
 
 
 def install_error_handlers(app: FastAPI) -> None:
-    app.add_exception_handler(OrbitError, _orbit_error)
+    app.add_exception_handler(OrbitError, _orbit_error_handler(LogThrottle(log)))
     app.add_exception_handler(RequestValidationError, _invalid_request)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_middleware(CatchAll)

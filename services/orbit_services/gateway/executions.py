@@ -19,7 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from orbit_model.compiler import Definition
+from orbit_model.compiler import Definition, definition_from_body
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.events import Event
 from orbit_model.inputs import accept_cancel, accept_signal, start_execution
@@ -40,7 +40,7 @@ from orbit_model.topology import Topology
 from orbit_model.trace_ids import trace_id
 from orbit_model.views import execution_waiting_for, needs_workers, steps_view
 from orbit_model.workers import Workers, WorkerSession, worker_view
-from orbit_services.gateway.definitions import DefinitionRegistry, parse_definition
+from orbit_services.gateway.definitions import DefinitionRegistry, is_json
 from orbit_services.gateway.views import decode_cursor, encode_cursor, summary
 from orbit_services.runtime.settings import Settings
 from orbit_services.store import (
@@ -103,7 +103,8 @@ class Executions:
             OrbitError: ``INVALID_DEFINITION`` (a :class:`~orbit_model.problems.DefinitionError`),
                 ``CHILD_NOT_REGISTERED`` or ``DEFINITION_CONFLICT``.
         """
-        definition, created = await self.registry.register(parse_definition(body, content_type))
+        parsed = definition_from_body(body, is_ir=is_json(content_type))
+        definition, created = await self.registry.register(parsed)
         ir = definition.ir
         return {"name": ir.name, "version": ir.version, "hash": definition.hash, "created": created}
 

@@ -23,6 +23,7 @@ import time
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 
 from orbit_sdk.amqp import Publisher
+from orbit_sdk.logs import LogThrottle
 from orbit_services.runtime import metrics
 from orbit_services.store import sql
 from orbit_services.store.pool import Database
@@ -38,6 +39,8 @@ class OutboxStore:
 
     def __init__(self, database: Database) -> None:
         self._db = database
+        # During a broker outage every row fails every second: one line per cause per 10 s.
+        self._stuck = LogThrottle(log)
         self._published: list[int] = []
         """Rows published already, deleted with the next append (or a flush)."""
 
@@ -94,7 +97,9 @@ class OutboxStore:
             ]
             for row, outcome in zip(rows, outcomes, strict=True):
                 if isinstance(outcome, BaseException):
-                    log.error(
+                    self._stuck.log(
+                        logging.ERROR,
+                        row.exchange,
                         "outbox message %d to %s cannot be published: %r",
                         row.id,
                         row.exchange,
@@ -129,6 +134,7 @@ class OutboxRelay:
         self.grace_seconds = grace_seconds
         self.sweep_interval = sweep_interval
         self.service = service
+        self._failures = LogThrottle(log)
 
     async def publish_committed(
         self, ids: Sequence[int], messages: Sequence[OutboxMessage]
@@ -145,7 +151,9 @@ class OutboxRelay:
             await self.publisher.publish_many(messages)
         except Exception as error:
             metrics.OUTBOX_PUBLISH_FAILURES.labels(self.service).inc(len(messages))
-            log.warning(
+            self._failures.log(
+                logging.WARNING,
+                "publish",
                 "outbox publish failed, the sweep will retry: %r",
                 error,
                 extra={"action": "outbox.publish_failed", "count": len(messages)},
@@ -189,7 +197,11 @@ class OutboxRelay:
             except asyncio.CancelledError:
                 raise
             except Exception as error:
-                log.warning(
-                    "outbox sweep failed: %r", error, extra={"action": "outbox.sweep_failed"}
+                self._failures.log(
+                    logging.WARNING,
+                    "sweep",
+                    "outbox sweep failed: %r",
+                    error,
+                    extra={"action": "outbox.sweep_failed"},
                 )
             await asyncio.sleep(self.sweep_interval)

@@ -15,6 +15,7 @@ import logging
 from orbit_model.messages import DeliveryLost, InflightTask, encode
 from orbit_model.topology import Topology
 from orbit_sdk.amqp import Publisher
+from orbit_sdk.logs import LogThrottle
 from orbit_services.store import EventStore, OutboxMessage
 
 log = logging.getLogger("orbit.timer")
@@ -37,6 +38,7 @@ class Liveness:
         self.publisher = publisher
         self.topology = topology
         self.timeout_ms = timeout_ms
+        self._failures = LogThrottle(log)
         self.expired = 0
         """Worker sessions expired so far."""
 
@@ -68,8 +70,12 @@ class Liveness:
             except asyncio.CancelledError:
                 raise
             except Exception as error:
-                log.warning(
-                    "expiring sessions failed: %r", error, extra={"action": "sessions.failed"}
+                self._failures.log(
+                    logging.WARNING,
+                    "expire",
+                    "expiring sessions failed: %r",
+                    error,
+                    extra={"action": "sessions.failed"},
                 )
             # A quarter of the timeout: a lost worker is noticed within 1.25 timeouts.
             await asyncio.sleep(max(self.timeout_ms / 4, 50) / 1000)

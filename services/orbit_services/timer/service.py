@@ -22,6 +22,7 @@ from aio_pika.abc import AbstractRobustConnection
 
 from orbit_model.topology import Topology
 from orbit_sdk.amqp import Publisher, connect, open_channel
+from orbit_sdk.logs import LogThrottle
 from orbit_services.runtime.broker import declare_topology
 from orbit_services.runtime.clock import epoch_ms
 from orbit_services.runtime.metrics import MetricsEndpoint
@@ -49,6 +50,7 @@ class TimerService:
         self._next_due: int | None = None
         self._liveness: Liveness | None = None
         self.fired = 0
+        self._failures = LogThrottle(log)
         self._metrics = MetricsEndpoint(settings.metrics_port, settings.http_host)
 
     @property
@@ -91,7 +93,13 @@ class TimerService:
             except asyncio.CancelledError:
                 raise
             except Exception as error:
-                log.warning("firing timers failed: %r", error, extra={"action": "timers.failed"})
+                self._failures.log(
+                    logging.WARNING,
+                    "fire",
+                    "firing timers failed: %r",
+                    error,
+                    extra={"action": "timers.failed"},
+                )
                 self._next_due = None
             wait = SAFETY_POLL_MS
             if self._next_due is not None:
@@ -108,8 +116,12 @@ class TimerService:
             except asyncio.CancelledError:
                 raise
             except Exception as error:
-                log.warning(
-                    "refreshing gauges failed: %r", error, extra={"action": "gauges.failed"}
+                self._failures.log(
+                    logging.WARNING,
+                    "gauges",
+                    "refreshing gauges failed: %r",
+                    error,
+                    extra={"action": "gauges.failed"},
                 )
             await asyncio.sleep(self.settings.gauge_interval_ms / 1000)
 
