@@ -176,12 +176,19 @@ def needs_workers(state: ExecutionState) -> bool:
     )
 
 
+_SHOWS_ERROR = frozenset({UnitStatus.FAILED, UnitStatus.RETRY_WAIT})
+"""The statuses whose unit's last error is its current attempt's: a failed unit's, and
+that of one waiting to retry. Once a later attempt runs or succeeds, the error
+of a past attempt is history (``GET …/history``), not the step's state."""
+
+
 def _unit(unit: UnitState) -> dict[str, Json]:
+    current = unit.error is not None and unit.status in _SHOWS_ERROR
     return {
         "status": unit.status.value,
         "attempt": unit.attempt,
         "output": unit.output,
-        "error": None if unit.error is None else unit.error.model_dump(mode="json"),
+        "error": unit.error.model_dump(mode="json") if current and unit.error else None,
     }
 
 
