@@ -116,22 +116,9 @@ async def _delete_namespace(amqp_url: str, topology: Topology, task_queues: list
     connection = await aio_pika.connect(amqp_url)
     try:
         channel = await connection.channel()
-        queues = [
-            topology.commands,
-            topology.control,
-            topology.dead_letter,
-            *(topology.decider_queue(p) for p in range(topology.partitions)),
-            *task_queues,
-        ]
-        for queue in queues:
+        for queue in (*topology.fixed_queues(), *task_queues):
             await channel.queue_delete(queue)
-        for exchange in (
-            topology.commands,
-            topology.decider,
-            topology.control,
-            topology.tasks,
-            topology.dead_letter,
-        ):
+        for exchange in topology.exchanges():
             await channel.exchange_delete(exchange)
     finally:
         await connection.close()

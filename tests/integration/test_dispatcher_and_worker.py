@@ -24,7 +24,7 @@ from pydantic import BaseModel, JsonValue
 from orbit_model import compile_definition
 from orbit_model.decider import decide_until_stable
 from orbit_model.errors import ErrorCode, OrbitError
-from orbit_model.events import StepSucceeded
+from orbit_model.events import StepAttemptUncertain, StepSucceeded
 from orbit_model.inputs import start_execution
 from orbit_model.messages import (
     CommandReply,
@@ -47,7 +47,7 @@ from orbit_model.messages import (
     decode_decider_input,
     encode,
 )
-from orbit_model.state import evolve, replay
+from orbit_model.state import ExecutionState, evolve, replay
 from orbit_model.topology import Topology
 from orbit_sdk import TaskContext, TaskError, Worker, task
 from orbit_sdk.amqp_client import AmqpClient
@@ -156,8 +156,25 @@ class Harness:
         target = await self.channel.get_exchange(exchange)
         await target.publish(aio_pika.Message(body, headers=headers), routing_key)
 
+    async def live_execution(self) -> tuple[str, str, ExecutionState]:
+        """A hello-world execution in the store, its one step dispatched: its id, the
+        token the dispatcher takes as live, and its state."""
+        hello = compile_definition((EXAMPLES / "hello-world.yaml").read_text())
+        await self.store.register_definition(hello)
+        execution_id = f"e-{uuid.uuid4().hex[:8]}"
+        created = start_execution(hello.ir, hello.hash, execution_id, {"name": "x"})
+        state, decided = decide_until_stable(replay([created]), hello.ir, 0)
+        await self.store.append([Append(execution_id, 0, [created, *decided], state)])
+        (token,) = [u.token for u in state.units.values() if u.token]
+        return execution_id, token, state
+
     async def dispatch(
-        self, task: str, version: str, input: JsonValue, execution_id: str | None = None
+        self,
+        task: str,
+        version: str,
+        input: JsonValue,
+        execution_id: str | None = None,
+        token: str | None = None,
     ) -> TaskAssignment:
         """What the decider does: the contract's queue declared, the task published to it."""
         execution_id = execution_id or f"e-{uuid.uuid4().hex[:8]}"
@@ -168,7 +185,7 @@ class Harness:
             unit="step",
             task=task,
             task_version=version,
-            token=uuid.uuid4().hex,
+            token=token or uuid.uuid4().hex,
             attempt=1,
             idempotency_key=f"{execution_id}:step",
             input=input,
@@ -474,7 +491,9 @@ async def test_a_worker_stopped_mid_task_gives_it_back(
         return {"by": "second"}
 
     first = await start(running, harness.worker(stuck, worker_id="first", stop_timeout=0.2))
-    dispatch = await harness.dispatch("slow", "1", {})
+    # A live execution: the second worker asks before running the redelivery.
+    execution_id, token, _ = await harness.live_execution()
+    dispatch = await harness.dispatch("slow", "1", {}, execution_id, token)
     await eventually(lambda: _value(gate.running), lambda n: n == 1, what="the task running")
     await first.stop()
     assert gate.running == 0  # cancelled, not left running
@@ -485,6 +504,40 @@ async def test_a_worker_stopped_mid_task_gives_it_back(
     assert redeliveries == [True]
     # Given back to the queue, so not reported lost too (it would run twice).
     assert [type(m).__name__ for m in harness.inbox] == ["TaskResult"]
+
+
+async def test_a_redelivery_the_engine_dispatched_again_since_is_not_run(
+    harness: Harness, running: list[Worker]
+) -> None:
+    gate = Gate()
+    runs: list[str] = []
+
+    @task("slow", version="1")
+    async def stuck(inp: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
+        await gate.hold(ctx)
+        return {}
+
+    @task("slow", version="1")
+    async def counted(inp: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
+        runs.append(ctx.token)
+        return {}
+
+    first = await start(running, harness.worker(stuck, worker_id="first", stop_timeout=0.2))
+    execution_id, token, state = await harness.live_execution()
+    await harness.dispatch("slow", "1", {}, execution_id, token)
+    await eventually(lambda: _value(gate.running), lambda n: n == 1, what="the task running")
+    # Meanwhile the engine took the delivery for lost and moved on to a new one.
+    lost = StepAttemptUncertain(unit="greet", token=token, reason="worker lost")
+    await harness.store.append([Append(execution_id, state.last_seq, [lost], evolve(state, lost))])
+    await first.stop()
+
+    await start(running, harness.worker(counted, worker_id="second"))
+    queue = harness.topology.task_queue("slow", "1")
+    await eventually(lambda: harness.ready_messages(queue), lambda n: n == 0, what="the queue")
+    await asyncio.sleep(0.5)  # a run would have reported by now
+    assert runs == []
+    assert harness.inbox == []
+    assert await harness.ready_messages(queue) == 0  # acked, not given back
 
 
 async def test_the_engine_can_cancel_a_running_task(

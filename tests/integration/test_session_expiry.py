@@ -59,3 +59,43 @@ async def test_silent_sessions_expire_only_with_a_dispatcher_up_long_enough(
         assert reported == [("w-silent", InflightTask(execution_id="e-1", token="e-1:a:1"))]
     finally:
         await store.close()
+
+
+async def test_a_task_another_session_holds_now_is_not_reported_lost(
+    orbit_env: OrbitEnv,
+) -> None:
+    # A worker killed mid-task: RabbitMQ hands its task to another worker at once,
+    # and that worker's heartbeat names it long before the dead session expires.
+    store = await EventStore.connect(orbit_env.settings.database_url)
+    try:
+        registry = store.sessions
+        database = Database(orbit_env.settings.database_url)
+        contracts = (ContractAnnouncement(task="t", version="1"),)
+        dead = await registry.open(RegisterWorker(worker_id="w-dead", contracts=contracts))
+        alive = await registry.open(RegisterWorker(worker_id="w-alive", contracts=contracts))
+        moved = InflightTask(execution_id="e-1", token="t-moved")
+        stranded = InflightTask(execution_id="e-2", token="t-stranded")
+        await registry.touch(dead, [moved, stranded])
+        await registry.touch(alive, [moved])
+        await database.execute(
+            "UPDATE worker_sessions SET last_seen = now() - interval '1 minute'"
+            " WHERE session_id = $1",
+            dead,
+        )
+        await registry.dispatcher_beat("d-1", TIMEOUT_MS)
+        await database.execute("UPDATE dispatchers SET up_since = now() - interval '1 minute'")
+        reported: list[tuple[str, InflightTask]] = []
+
+        async def report(lost: list[tuple[str, InflightTask]]) -> None:
+            reported.extend(lost)
+
+        assert await registry.expire(TIMEOUT_MS, report) == 1
+        assert reported == [("w-dead", stranded)]
+        assert await registry.held_elsewhere(["t-moved", "t-stranded"], alive) == set()
+        assert await registry.held_elsewhere(["t-moved", "t-stranded"], dead) == {"t-moved"}
+        # The last worker known to hold a delivery: the newest session naming it.
+        assert await registry.last_holder("t-moved") == "w-alive"
+        assert await registry.last_holder("t-stranded") == "w-dead"
+        assert await registry.last_holder("t-unknown") is None
+    finally:
+        await store.close()

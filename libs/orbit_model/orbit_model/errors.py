@@ -70,6 +70,12 @@ class ErrorCode(StrEnum):
     """The id a child would get belongs to an execution that is not this parent's child."""
     CANCELLED = "CANCELLED"
     """The engine stopped the attempt (the execution was cancelled, or it timed out)."""
+    DELIVERY_LIMIT_EXCEEDED = "DELIVERY_LIMIT_EXCEEDED"
+    """RabbitMQ delivered the attempt's task message so often without an ack that it
+    parked it (a poison task whose worker crashes on it); retryable."""
+    MESSAGE_PARKED = "MESSAGE_PARKED"
+    """A consumer parked a message the attempt depended on (its result did not decode,
+    or kept failing); retryable."""
     # the http steps' own failures (docs/http-steps.md); an error status is HTTP_<status>
     HTTP_INVALID_URL = "HTTP_INVALID_URL"
     HTTP_DESTINATION_FORBIDDEN = "HTTP_DESTINATION_FORBIDDEN"
@@ -124,6 +130,8 @@ _HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.CHILD_FAILED: 422,
     ErrorCode.CHILD_ID_TAKEN: 409,
     ErrorCode.CANCELLED: 409,
+    ErrorCode.DELIVERY_LIMIT_EXCEEDED: 422,
+    ErrorCode.MESSAGE_PARKED: 422,
     ErrorCode.HTTP_INVALID_URL: 400,
     ErrorCode.HTTP_DESTINATION_FORBIDDEN: 403,
     ErrorCode.HTTP_TIMEOUT: 504,

@@ -221,6 +221,17 @@ class StaleResultIgnored(_Event):
     reason: str
 
 
+class MessageLost(_Event):
+    """A message for the execution was parked in the dead-letter queue, so what it
+    carried (a signal, a timer's firing, a cancel) did not happen: shown in its view."""
+
+    type: Literal["MessageLost"] = "MessageLost"
+    message_type: str
+    queue: str
+    reason: str
+    detail: str = ""
+
+
 class CompensationStarted(_Event):
     """The execution stops: no new work; compensations, then ``finally``, then the end."""
 
@@ -272,6 +283,7 @@ Event = Annotated[
     | CancelRequested
     | LimitExceeded
     | StaleResultIgnored
+    | MessageLost
     | CompensationStarted
     | WorkflowCompleted
     | WorkflowFailed

@@ -77,11 +77,15 @@ def accept_result(
     A success is accepted from any delivery of a unit not yet resolved (the
     work really happened); a failure only from the delivery in flight. An
     output that breaks the task's contract fails the attempt with
-    ``OUTPUT_CONTRACT_VIOLATION``. Anything else is recorded as stale.
+    ``OUTPUT_CONTRACT_VIOLATION``. Anything else is recorded as stale, also
+    once the execution has ended.
     """
     key = state.unit_of_token(token)
-    if key is None or state.terminal:
-        return []  # not this execution's, or nothing can change any more
+    if key is None:
+        return []  # not this execution's
+    if state.terminal:
+        # Nothing can change any more, but a late run (a zombie worker's) is worth a record.
+        return [StaleResultIgnored(unit=key, token=token, reason=f"the execution {state.status}")]
     unit = state.unit(key)
     attempt = unit.tokens[token]
     if unit.status.resolved:

@@ -12,7 +12,8 @@ The flows (see ``docs/protocol.md``):
   :class:`CancelExecution`, answered with a :class:`CommandReply` on
   ``reply_to`` when one is given;
 - anything -> ``decider`` (routed by execution id): :class:`Wake`,
-  :class:`TaskResult`, :class:`TimerDue`, :class:`DeliveryLost`;
+  :class:`TaskResult`, :class:`TimerDue`, :class:`DeliveryLost`,
+  :class:`StartChild`, :class:`CancelChild`, :class:`MessageParked`;
 - decider -> a task queue (through ``tasks``): :class:`TaskAssignment`;
 - workers <-> ``control`` (request and reply): :class:`RegisterWorker`,
   :class:`Heartbeat`, :class:`UnregisterWorker`, answered with
@@ -164,8 +165,36 @@ class CancelChild(_Message):
     reason: str = ""
 
 
+class MessageParked(_Message):
+    """A queue parked a message concerning this execution (told by the dispatcher,
+    which reads the copies in ``NS.dead-letter.reports``).
+
+    When the parked message was about one delivery (``token``), that attempt
+    fails, so the step's retry policy applies; otherwise the execution records
+    that the message was lost.
+    """
+
+    type: Literal["MessageParked"] = "MessageParked"
+    execution_id: str
+    message_type: str
+    """The parked message's ``type`` (``TaskAssignment``, ``TaskResult``, ...)."""
+    token: str | None = None
+    """The delivery the parked message was about, if any."""
+    queue: str = ""
+    """The queue that parked it."""
+    reason: str = ""
+    """RabbitMQ's reason: ``delivery_limit`` (delivered too often), ``rejected`` (its
+    consumer parked it), ``expired``, ``maxlen``."""
+    delivery_count: int | None = None
+    """How often it was delivered, when known (the delivery limit + 1 for ``delivery_limit``)."""
+    worker_id: str | None = None
+    """The last worker known to have held it."""
+    detail: str = ""
+    """What else identifies it: a signal's name, a timer's key."""
+
+
 DeciderInput = Annotated[
-    Wake | TaskResult | TimerDue | DeliveryLost | StartChild | CancelChild,
+    Wake | TaskResult | TimerDue | DeliveryLost | StartChild | CancelChild | MessageParked,
     Field(discriminator="type"),
 ]
 

@@ -37,12 +37,14 @@ from orbit_model.messages import (
     CancelChild,
     DeciderInput,
     DeliveryLost,
+    MessageParked,
     Outgoing,
     StartChild,
     TaskResult,
     TimerDue,
 )
 from orbit_model.outgoing import messages_for
+from orbit_model.parked import accept_parked
 from orbit_model.payloads import payload_problem
 from orbit_model.state import ExecutionState, evolve
 from orbit_model.steps import unit_call
@@ -202,6 +204,8 @@ def accept_input(
         return accept_timer(state, item.key, at)
     if isinstance(item, DeliveryLost):
         return accept_lost_delivery(state, item.token, item.reason)
+    if isinstance(item, MessageParked):
+        return accept_parked(state, item)
     if isinstance(item, CancelChild) and cancel_applies(state, item):
         return accept_cancel(state, item.reason)
     return []

@@ -20,6 +20,7 @@ from orbit_model.events import (
     CompensationStarted,
     Event,
     LimitExceeded,
+    MessageLost,
     ParentReattached,
     RetryScheduled,
     SignalReceived,
@@ -118,6 +119,15 @@ class BufferedSignal(_Frozen):
     """The ``await`` unit that took it."""
 
 
+class LostMessage(_Frozen):
+    """A message for the execution that a queue parked (see :class:`.events.MessageLost`)."""
+
+    message_type: str
+    queue: str
+    reason: str
+    detail: str = ""
+
+
 class Abort(_Frozen):
     cause: AbortCause
     error: TaskFailure | None = None
@@ -145,6 +155,8 @@ class ExecutionState(_Frozen):
     abort: Abort | None = None
     """Set once the execution stops: no new work, compensation, cleanup, the end."""
     limit_exceeded: str | None = None
+    lost_messages: tuple[LostMessage, ...] = ()
+    """Messages for the execution that were parked, so never acted on."""
     output: JsonValue = None
     error: TaskFailure | None = None
     compensation: CompensationOutcome = "none"
@@ -359,6 +371,14 @@ def _changes(state: ExecutionState, event: Event) -> dict[str, Any]:
             return {"limit_exceeded": event.message}
         case StaleResultIgnored():
             return {}
+        case MessageLost():
+            lost = LostMessage(
+                message_type=event.message_type,
+                queue=event.queue,
+                reason=event.reason,
+                detail=event.detail,
+            )
+            return {"lost_messages": (*state.lost_messages, lost)}
         case CompensationStarted():
             return {"abort": Abort(cause=event.cause, error=event.error)}
         case WorkflowCompleted():

@@ -77,7 +77,28 @@ class Topology:
 
     @property
     def dead_letter(self) -> str:
+        """The fanout exchange every queue parks to, and the queue operators read."""
         return f"{self.namespace}.dead-letter"
+
+    @property
+    def dead_letter_reports(self) -> str:
+        """The second queue on the dead-letter exchange: the dispatcher tells each
+        parked message's execution about it (:mod:`orbit_model.parked`)."""
+        return f"{self.namespace}.dead-letter.reports"
+
+    def fixed_queues(self) -> tuple[str, ...]:
+        """Every queue but the task queues (those come and go with contracts)."""
+        partitions = tuple(self.decider_queue(p) for p in range(self.partitions))
+        return (
+            self.commands,
+            self.control,
+            *partitions,
+            self.dead_letter,
+            self.dead_letter_reports,
+        )
+
+    def exchanges(self) -> tuple[str, ...]:
+        return (self.commands, self.decider, self.control, self.tasks, self.dead_letter)
 
     def queue_arguments(self, single_active_consumer: bool = False) -> dict[str, Any]:
         """The arguments every queue of Orbit is declared with: a quorum queue with a

@@ -67,6 +67,25 @@ def execution_waiting_for(steps: Mapping[str, Mapping[str, Json]]) -> list[dict[
     ]
 
 
+def execution_view(
+    state: ExecutionState, ir: WorkflowIR, workers: Workers | None = None
+) -> dict[str, Json]:
+    """The parts of an execution's view its history decides: ``steps`` (see
+    :func:`steps_view`), the execution's ``waiting_for`` and its ``lost_messages``."""
+    steps = steps_view(state, ir, workers)
+    return {
+        "steps": steps,
+        "waiting_for": execution_waiting_for(steps),
+        "lost_messages": lost_messages_view(state),
+    }
+
+
+def lost_messages_view(state: ExecutionState) -> list[dict[str, Json]]:
+    """Messages for the execution that a queue parked, so never acted on (a signal, a
+    timer's firing, a cancel): each ``{message_type, queue, reason, detail}``."""
+    return [lost.model_dump(mode="json") for lost in state.lost_messages]
+
+
 def step_kind(step: CallStep | AwaitStep | SleepStep) -> str:
     """``task``, ``http``, ``workflow``, ``await``, ``sleep``, or ``for`` for a fan-out."""
     if isinstance(step, CallStep) and step.for_each is not None:

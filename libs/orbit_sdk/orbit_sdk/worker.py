@@ -13,13 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib.metadata
 import logging
 import os
 import socket
-import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from aio_pika.abc import (
@@ -49,6 +46,7 @@ from orbit_sdk.amqp import Publisher, connect, open_channel, translated
 from orbit_sdk.lifecycle import run_until_stopped
 from orbit_sdk.logs import LogThrottle
 from orbit_sdk.rpc import Requester
+from orbit_sdk.running import PendingHeartbeat, Running, epoch_ms, sdk_version, settle
 from orbit_sdk.session import ControlSession
 from orbit_sdk.settings import ClientSettings, load_client_settings
 from orbit_sdk.tasks import TASK_FAILED, TaskContext, TaskDefinition, TaskOutcome, task_definition
@@ -62,46 +60,6 @@ _RESULT_ATTEMPTS = 3
 _CANCELLED_ITSELF = TaskFailure(
     code=TASK_FAILED, message="CancelledError: the task was cancelled", retryable=True
 )
-
-
-def _sdk_version() -> str:
-    try:
-        return f"orbit-python/{importlib.metadata.version('orbit-sdk')}"
-    except importlib.metadata.PackageNotFoundError:
-        return "orbit-python"
-
-
-@dataclass
-class _Running:
-    """A task this worker holds, from delivery to ack."""
-
-    assignment: TaskAssignment
-    context: TaskContext
-    run: asyncio.Task[TaskOutcome] | None = None
-    heartbeat_at: int = 0
-    """Epoch ms the task started or last called ``ctx.heartbeat()``: what
-    ``heartbeat_timeout`` is judged on."""
-    abandoned: bool = False
-    """Set when stopping gave up waiting: the task goes back to its queue."""
-
-
-@dataclass
-class _PendingHeartbeat:
-    task: asyncio.Task[None]
-    tokens: frozenset[str] = field(default_factory=frozenset)
-
-
-def _epoch_ms() -> int:
-    return int(time.time() * 1000)
-
-
-async def _settle(outcome: Awaitable[object]) -> None:
-    # An ack or nack on a channel that is gone fails; the broker requeues
-    # the message by itself then.
-    try:
-        await outcome
-    except Exception as error:
-        log.warning("settling a task message failed: %r", error)
 
 
 class Worker:
@@ -156,11 +114,11 @@ class Worker:
         self._results: Publisher | None = None
         self._consumers: list[tuple[AbstractQueue, ConsumerTag]] = []
         self._slots = asyncio.Semaphore(concurrency)
-        self._running: dict[str, _Running] = {}
+        self._running: dict[str, Running] = {}
         self._handlers: set[asyncio.Task[Any]] = set()
         self._interval = self.settings.heartbeat_interval_ms / 1000
         self._heartbeats: asyncio.Task[None] | None = None
-        self._pending: _PendingHeartbeat | None = None
+        self._pending: PendingHeartbeat | None = None
         self._stop_requested = asyncio.Event()
         self._stopping = False
         self._shutdown: asyncio.Task[None] | None = None
@@ -275,7 +233,7 @@ class Worker:
         return RegisterWorker(
             worker_id=self.worker_id,
             runtime="python",
-            sdk=_sdk_version(),
+            sdk=sdk_version(),
             contracts=tuple(definition.contract for definition in self._tasks.values()),
         )
 
@@ -303,7 +261,7 @@ class Worker:
                 await asyncio.shield(pending.task)
                 return
             await asyncio.shield(pending.task)
-        pending = _PendingHeartbeat(
+        pending = PendingHeartbeat(
             asyncio.create_task(self._send_heartbeat()), frozenset(self._running)
         )
         self._pending = pending
@@ -350,7 +308,7 @@ class Worker:
 
     async def _handle(self, message: AbstractIncomingMessage) -> None:
         if self._stopping:
-            await _settle(message.nack(requeue=True))
+            await settle(message.nack(requeue=True))
             return
         try:
             assignment = decode_assignment(message.body)
@@ -361,7 +319,7 @@ class Worker:
                 error.message,
                 extra={"action": "task.malformed", "routing_key": message.routing_key},
             )
-            await _settle(message.reject(requeue=False))
+            await settle(message.reject(requeue=False))
             return
         definition = self._tasks.get(f"{assignment.task}@{assignment.task_version}")
         if definition is None:
@@ -371,11 +329,11 @@ class Worker:
                 assignment.task_version,
                 extra={"action": "task.unknown", "execution_id": assignment.execution_id},
             )
-            await _settle(message.reject(requeue=False))
+            await settle(message.reject(requeue=False))
             return
         async with self._slots:
             if self._stopping:
-                await _settle(message.nack(requeue=True))
+                await settle(message.nack(requeue=True))
                 return
             await self._execute(message, assignment, definition)
 
@@ -388,7 +346,7 @@ class Worker:
         token = assignment.token
 
         async def heartbeat() -> None:
-            running.heartbeat_at = _epoch_ms()
+            running.heartbeat_at = epoch_ms()
             await self._heartbeat(token)
 
         context = TaskContext(
@@ -402,14 +360,17 @@ class Worker:
             workflow=assignment.workflow,
             _send_heartbeat=heartbeat,
         )
-        started_at = _epoch_ms()
-        running = _Running(assignment, context, heartbeat_at=started_at)
+        started_at = epoch_ms()
+        running = Running(assignment, context, heartbeat_at=started_at)
         self._running[token] = running
         try:
+            if message.redelivered and not await self._still_wanted(running):
+                await settle(message.ack())
+                return
             with self._span(message, assignment) as current:
                 outcome = await self._run(running, definition, assignment, context)
                 if outcome is None:
-                    await _settle(message.nack(requeue=True))
+                    await settle(message.nack(requeue=True))
                     return
                 if current is not None:
                     current.set_attribute(
@@ -426,11 +387,38 @@ class Worker:
                 started_at=started_at,
             )
             if await self._publish_result(assignment.result_route, encode(result)):
-                await _settle(message.ack())
+                await settle(message.ack())
             else:
-                await _settle(message.nack(requeue=True))
+                await settle(message.nack(requeue=True))
         finally:
             self._running.pop(token, None)
+
+    async def _still_wanted(self, running: Running) -> bool:
+        """Whether the engine still wants a task the broker delivers again.
+
+        A redelivery may come long after the engine gave up on the first
+        delivery and dispatched the unit again under a new token; running it
+        then would be a second run of the unit, on top of the one the engine
+        wants. So a redelivered task is named in a heartbeat before it starts
+        (this also tells the engine at once that this worker holds it), and is
+        skipped when the answer cancels it. If the dispatcher does not answer,
+        the task runs.
+        """
+        assignment = running.assignment
+        await self._heartbeat(assignment.token)
+        if not running.context.cancelled.is_set():
+            return True
+        log.info(
+            "skipping a redelivered %s of %s: the engine dispatched it again since",
+            assignment.unit,
+            assignment.execution_id,
+            extra={
+                "action": "task.superseded",
+                "execution_id": assignment.execution_id,
+                "step": assignment.unit,
+            },
+        )
+        return False
 
     def _span(self, message: AbstractIncomingMessage, assignment: TaskAssignment) -> Any:
         """The task's span (a child of the attempt's) when traces are exported, else nothing."""
@@ -451,7 +439,7 @@ class Worker:
 
     async def _run(
         self,
-        running: _Running,
+        running: Running,
         definition: TaskDefinition,
         assignment: TaskAssignment,
         context: TaskContext,

@@ -261,7 +261,11 @@ class ControlHandler:
         # Report first, close after: if reporting fails the session still names
         # its tasks, and a repeated request reports them again.
         inflight = await self._registry.inflight(request.session_id)
-        lost = lost_deliveries(inflight)
+        # A task another session holds now (the broker gave it there) is not lost.
+        held = await self._registry.held_elsewhere(
+            [task.token for task in inflight], request.session_id
+        )
+        lost = lost_deliveries(task for task in inflight if task.token not in held)
         if lost:
             await self._publish_lost(lost)
         await self._registry.close(request.session_id)

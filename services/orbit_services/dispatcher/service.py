@@ -5,6 +5,8 @@ answered on their ``reply_to`` with the same correlation id. A registration
 declares the queues of the worker's contracts and opens a session; a
 heartbeat records what the worker holds and answers with what to cancel; an
 unregistration reports what the worker still held to the decider as lost.
+It also reads ``NS.dead-letter.reports`` and tells each parked message's
+execution about it (:mod:`orbit_services.dispatcher.dead_letters`).
 Tasks never pass through here: the decider publishes each assignment to its
 task queue itself. The rules live in :mod:`orbit_services.dispatcher.control`; this
 is wiring.
@@ -39,6 +41,7 @@ from orbit_model.messages import (
 from orbit_model.topology import Topology
 from orbit_sdk.amqp import Publisher, connect, open_channel
 from orbit_services.dispatcher.control import ControlHandler, control_error
+from orbit_services.dispatcher.dead_letters import DeadLetterReporter
 from orbit_services.runtime import metrics
 from orbit_services.runtime.broker import TaskQueues, consume, declare_topology
 from orbit_services.runtime.metrics import MetricsEndpoint
@@ -136,8 +139,12 @@ class DispatcherService:
         )
         self._sessions = store.sessions
         self._counting = asyncio.create_task(self._count_sessions(), name="dispatcher.sessions")
+        reports = DeadLetterReporter(self.topology, store.sessions, self._notices.publish_many)
+        # Reports get their own channel: one waiting out an outage holds no control request.
+        reports_channel = await open_channel(connection, 8)
         self._consumers = [
             await consume(control_channel, self.topology.control, self._on_control),
+            await consume(reports_channel, self.topology.dead_letter_reports, reports.on_message),
         ]
         self._beating = asyncio.create_task(self._beat(), name="dispatcher.beat")
         self._metrics.start()

@@ -38,7 +38,7 @@ from orbit_model.queries import evaluate_query
 from orbit_model.state import TERMINAL, ExecutionState, evolve
 from orbit_model.topology import Topology
 from orbit_model.trace_ids import trace_id
-from orbit_model.views import execution_waiting_for, needs_workers, steps_view
+from orbit_model.views import execution_view, needs_workers
 from orbit_model.workers import Workers, WorkerSession, worker_view
 from orbit_services.gateway.definitions import DefinitionRegistry, is_json
 from orbit_services.gateway.views import decode_cursor, encode_cursor, summary
@@ -356,14 +356,12 @@ class Executions:
             timeout = timedelta(milliseconds=self.settings.session_timeout_ms)
             sessions = await self.store.sessions.sessions()
             workers = Workers.of(sessions, datetime.now(UTC) - timeout)
-        steps = steps_view(state, definition.ir, workers)
         return {
             **summary(row),
             "input": row.input,
             "output": row.output,
             "error": row.error,
-            "steps": steps,
-            "waiting_for": execution_waiting_for(steps),
+            **execution_view(state, definition.ir, workers),
             # Its trace (orbit_model.trace_ids): a child's is its root execution's.
             "trace_id": f"{trace_id(state.trace_root):032x}",
         }

@@ -86,6 +86,16 @@ class ExecutionPage(BaseModel):
     """Pass it as ``cursor`` for the next page; null on the last one."""
 
 
+class LostMessage(BaseModel):
+    """A parked message: its type, the queue that parked it, RabbitMQ's reason
+    (``delivery_limit``, ``rejected``, …) and a detail (a signal's name, a timer's key)."""
+
+    message_type: str
+    queue: str
+    reason: str
+    detail: str
+
+
 class ExecutionView(ExecutionSummary):
     input: JsonValue
     output: JsonValue
@@ -94,6 +104,9 @@ class ExecutionView(ExecutionSummary):
     waiting_for: list[StepWait]
     """Why the execution has not ended yet: the reason of each waiting step, those only
     behind other steps left out; empty once it has ended."""
+    lost_messages: list[LostMessage]
+    """Messages for the execution that RabbitMQ parked in the dead-letter queue, so
+    never acted on (a signal, a timer's firing, a cancel); usually empty."""
 
 
 class HistoryEntry(BaseModel):

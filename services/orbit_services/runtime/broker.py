@@ -99,6 +99,12 @@ async def declare_topology(channel: AbstractChannel, topology: Topology) -> None
             topology.dead_letter, durable=True, arguments={"x-queue-type": "quorum"}
         )
         await parked.bind(dead_letter)
+        # No delivery limit and no dead-letter exchange: a report must neither loop
+        # back here nor be dropped while the dispatcher waits out an outage.
+        reports = await channel.declare_queue(
+            topology.dead_letter_reports, durable=True, arguments={"x-queue-type": "quorum"}
+        )
+        await reports.bind(dead_letter)
         for name in (topology.commands, topology.decider, topology.control):
             await channel.declare_exchange(name, aio_pika.ExchangeType.DIRECT, durable=True)
         await channel.declare_exchange(topology.tasks, aio_pika.ExchangeType.DIRECT, durable=True)

@@ -189,6 +189,13 @@ MESSAGES_PARKED = Counter(
     "Messages dead-lettered by a consumer, by the queue they came from.",
     ["queue"],
 )
+PARKED_REPORTS = Counter(
+    "orbit_parked_reports_total",
+    "Parked messages the dispatcher read from NS.dead-letter.reports, by the parked"
+    " message's type and what came of it: reported (its execution was told), ignored"
+    " (no execution waits on it), failed.",
+    ["message_type", "outcome"],
+)
 AMQP_CONNECTION_LOSSES = Counter(
     "orbit_amqp_connection_losses_total", "Connections to RabbitMQ lost (not closed by us)."
 )

@@ -18,7 +18,7 @@ from orbit_model.messages import InflightTask, RegisterWorker
 from orbit_model.workers import WorkerSession
 from orbit_services.runtime import metrics
 from orbit_services.store import sql
-from orbit_services.store.pool import Database
+from orbit_services.store.pool import Database, Transaction
 
 DISPATCHER_BEAT_SECONDS = 1.0
 """How often each dispatcher records that it is up."""
@@ -116,6 +116,9 @@ class SessionStore:
         ``report`` is given (worker_id, task) for each task those sessions held
         and runs inside the transaction: if it fails, the sessions stay open
         and are expired again on the next pass, so no lost task goes unreported.
+        A task another open session holds now is not lost: RabbitMQ gave its
+        message to that worker when the lost one's connection died, and
+        dispatching it again would run it twice.
         """
         async with self._db.transaction() as transaction:
             rows = await transaction.fetch(
@@ -126,10 +129,31 @@ class SessionStore:
             lost = [
                 (row["worker_id"], task) for row in rows for task in _inflight_from(row["inflight"])
             ]
+            held = await self._held(transaction, [task.token for _, task in lost])
+            lost = [(worker_id, task) for worker_id, task in lost if task.token not in held]
             if lost:
                 await report(lost)
         metrics.SESSIONS_EXPIRED.inc(len(rows))
         return len(rows)
+
+    async def held_elsewhere(self, tokens: Sequence[str], session_id: str) -> set[str]:
+        """The tokens among ``tokens`` an open session other than ``session_id`` holds,
+        as of its last heartbeat."""
+        return await self._held(self._db, tokens, session_id)
+
+    @staticmethod
+    async def _held(
+        db: Database | Transaction, tokens: Sequence[str], session_id: str | None = None
+    ) -> set[str]:
+        if not tokens:
+            return set()
+        rows = await db.fetch(sql.HELD_TOKENS, tokens=list(tokens), session_id=session_id)
+        return {row["token"] for row in rows}
+
+    async def last_holder(self, token: str) -> str | None:
+        """The worker whose session last reported holding the delivery ``token``, if any."""
+        value = await self._db.fetchval(sql.LAST_HOLDER, token=token)
+        return None if value is None else str(value)
 
     async def dispatcher_beat(self, dispatcher_id: str, timeout_ms: int) -> None:
         """Record that the dispatcher ``dispatcher_id`` is up (every

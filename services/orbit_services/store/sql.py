@@ -261,6 +261,26 @@ ON CONFLICT (dispatcher_id) DO UPDATE SET
     seen_at = now()
 """)
 
+# The tokens among :tokens that an open session's last heartbeat names: a lost
+# session's task that another worker holds now (RabbitMQ redelivered it there)
+# is that worker's, not lost.
+HELD_TOKENS = S("""
+SELECT DISTINCT t->>'token' AS token
+FROM worker_sessions AS s, jsonb_array_elements(s.inflight) AS t
+WHERE s.closed_at IS NULL AND t->>'token' = ANY(:tokens::text[])
+  AND s.session_id IS DISTINCT FROM :session_id::text
+""")
+
+# The worker of the newest session whose heartbeat named a delivery (open or
+# expired; an unregistered session's list is emptied, it gave its tasks back).
+LAST_HOLDER = S("""
+SELECT s.worker_id
+FROM worker_sessions AS s, jsonb_array_elements(s.inflight) AS t
+WHERE t->>'token' = :token
+ORDER BY s.last_seen DESC
+LIMIT 1
+""")
+
 COUNT_OPEN_SESSIONS = S("SELECT count(*) FROM worker_sessions WHERE closed_at IS NULL")
 
 LIST_SESSIONS = S("""

@@ -94,6 +94,12 @@ def show_execution(out: Console, execution: Mapping[str, Any]) -> None:
         fields.append(("error", Text(error_line(execution["error"]), style="red")))
     else:
         fields.append(("output", Text(_block(execution.get("output")))))
+    for lost in execution.get("lost_messages") or ():
+        what = " ".join(
+            str(part) for part in (lost.get("message_type"), lost.get("detail")) if part
+        )
+        said = f"{what} parked by {lost.get('queue')} ({lost.get('reason')}): never acted on"
+        fields.append(("lost", Text(said, style="yellow")))
     for label, value in fields:
         # Lines, not a grid: a grid pads every line to its widest, which a pipe keeps.
         line = Text(f"{label:<10} ", style="bold")
