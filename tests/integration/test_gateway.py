@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+import aio_pika
 import httpx
 import pytest
 from aio_pika.abc import (
@@ -62,6 +63,7 @@ from orbit_services.store.outbox import OutboxRelay
 from tests.database import Database
 
 from .conftest import OrbitEnv
+from .eventually import eventually
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 YAML = {"content-type": "application/yaml"}
@@ -366,7 +368,8 @@ async def test_signals_are_recorded_or_refused(gateway: Gateway) -> None:
     assert (accepted.status_code, accepted.json()) == (202, {"seq": 2})
     history = (await client.get(f"/v1/executions/{order}/history")).json()
     assert history[-1]["type"] == "SignalReceived"
-    assert history[-1]["data"] == {"name": "approval", "payload": {"approved": True}}
+    data = {"name": "approval", "payload": {"approved": True}, "request_id": None}
+    assert history[-1]["data"] == data
 
     status, code, message = error_of(await client.post(f"{signals}/nope", json={}))
     assert (status, code) == (404, "UNKNOWN_SIGNAL")
@@ -384,6 +387,48 @@ async def test_signals_are_recorded_or_refused(gateway: Gateway) -> None:
     finished = await client.post(f"{signals}/approval", json={"approved": False})
     assert error_of(finished)[:2] == (409, "EXECUTION_FINISHED")
     assert len(await gateway.store.read_events(order)) == 3
+
+
+async def test_a_signal_sent_again_with_its_request_id_is_recorded_once(
+    gateway: Gateway,
+) -> None:
+    await gateway.deploy("send-invoice", "order-fulfilment")
+    order = await gateway.start("order-fulfilment", input=ORDER)
+    url = f"/v1/executions/{order}/signals/approval"
+    sends = [
+        gateway.client.post(url, params={"request_id": "r-1"}, json={"approved": True})
+        for _ in range(4)
+    ]
+    responses = await asyncio.gather(*sends)  # racing: the losers re-read and see it
+    assert [(r.status_code, r.json()) for r in responses] == [(202, {"seq": 2})] * 4
+    other = await gateway.client.post(url, params={"request_id": "r-2"}, json={"approved": True})
+    assert other.json() == {"seq": 3}
+    events = [e.event for e in await gateway.store.read_events(order)]
+    assert [(e.type, getattr(e, "request_id", None)) for e in events[1:]] == [
+        ("SignalReceived", "r-1"),
+        ("SignalReceived", "r-2"),
+    ]
+    bad = await gateway.client.post(url, params={"request_id": "a b"}, json={"approved": True})
+    assert error_of(bad)[:2] == (400, "INVALID_REQUEST")
+
+    # Over AMQP a signal without a request id is known by its message id: a message
+    # delivered twice (the gateway died before its ack) is recorded once.
+    intake = CommandIntake(gateway.executions, Publisher(gateway.channel))
+    commands = await gateway.channel.declare_queue(gateway.env.topology.commands, passive=True)
+    await commands.consume(intake.on_message)
+    exchange = await gateway.channel.get_exchange(gateway.env.topology.commands)
+    body = encode(SignalExecution(execution_id=order, name="approval", payload={"approved": False}))
+    for _ in range(2):
+        await exchange.publish(aio_pika.Message(body, message_id="m-1"), "command")
+    await exchange.publish(aio_pika.Message(body, message_id="m-2"), "command")
+
+    async def signals() -> list[str | None]:
+        events = [e.event for e in await gateway.store.read_events(order)]
+        return [getattr(e, "request_id", "-") for e in events if e.type == "SignalReceived"]
+
+    await eventually(signals, lambda found: len(found) == 4, what="the AMQP signals")
+    await asyncio.sleep(0.3)  # the duplicate, had it been recorded, would be by now
+    assert await signals() == ["r-1", "r-2", "m-1", "m-2"]
 
 
 async def test_concurrent_signals_each_get_their_own_seq(gateway: Gateway) -> None:
@@ -800,7 +845,7 @@ async def test_a_command_that_fails_inside_orbit_is_given_back_then_parked(
 
         calls = 0
 
-        async def handle(self, command: object) -> object:
+        async def handle(self, command: object, message_id: str | None = None) -> object:
             self.calls += 1
             raise OrbitError(ErrorCode.INTERNAL, "Postgres refused a statement")
 

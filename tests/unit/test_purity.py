@@ -13,6 +13,8 @@ CORE = Path(orbit_model.__file__).parent
 # libraries it is built on. Anything else needs a reason to be added here.
 ALLOWED_IMPORTS = {
     "__future__",
+    "base64",
+    "binascii",
     "collections",
     "copy",
     "dataclasses",

@@ -199,6 +199,8 @@ class SignalReceived(_Event):
     type: Literal["SignalReceived"] = "SignalReceived"
     name: str
     payload: JsonValue = None
+    request_id: str | None = None
+    """The client's id for it: a signal with an id already recorded adds nothing."""
 
 
 class CancelRequested(_Event):

@@ -27,6 +27,7 @@ from orbit_model.events import (
     WorkflowCreated,
 )
 from orbit_model.ir import CallStep, Step, WorkflowIR
+from orbit_model.names import REQUEST_ID, REQUEST_ID_RULE
 from orbit_model.state import ExecutionState, UnitStatus
 from orbit_model.units import parse_unit
 
@@ -127,13 +128,27 @@ def _output_contract(definition: WorkflowIR, key: str) -> Any:
 
 
 def accept_signal(
-    state: ExecutionState, definition: WorkflowIR, name: str, payload: Any = None
+    state: ExecutionState,
+    definition: WorkflowIR,
+    name: str,
+    payload: Any = None,
+    request_id: str | None = None,
 ) -> list[Event]:
     """Buffer a signal, its payload checked against its schema (defaults applied).
 
+    A signal whose ``request_id`` was recorded before adds nothing, even once
+    the execution has ended: it is the same signal sent again
+    (:func:`signal_seq` tells where the first one is).
+
     Raises:
-        OrbitError: ``EXECUTION_FINISHED``, ``UNKNOWN_SIGNAL`` or ``SIGNAL_PAYLOAD_INVALID``.
+        OrbitError: ``INVALID_REQUEST`` (a malformed ``request_id``),
+            ``EXECUTION_FINISHED``, ``UNKNOWN_SIGNAL`` or ``SIGNAL_PAYLOAD_INVALID``.
     """
+    if request_id is not None:
+        if not REQUEST_ID.fullmatch(request_id):
+            raise OrbitError(ErrorCode.INVALID_REQUEST, f"{request_id!r}: {REQUEST_ID_RULE}")
+        if signal_seq(state, request_id) is not None:
+            return []
     _must_be_running(state)
     if name not in definition.signals:
         known = ", ".join(sorted(definition.signals)) or "none"
@@ -146,7 +161,15 @@ def accept_signal(
             payload = contract_for(schema).apply(payload, f"the payload of signal {name!r}")
         except OrbitError as error:
             raise OrbitError(ErrorCode.SIGNAL_PAYLOAD_INVALID, error.message) from None
-    return [SignalReceived(name=name, payload=payload)]
+    return [SignalReceived(name=name, payload=payload, request_id=request_id)]
+
+
+def signal_seq(state: ExecutionState, request_id: str) -> int | None:
+    """The seq at which the signal with ``request_id`` was recorded; None if it was not."""
+    for signal in state.signals:
+        if signal.request_id == request_id:
+            return signal.seq
+    return None
 
 
 def accept_cancel(state: ExecutionState, reason: str = "") -> list[Event]:

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, Valid
 
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.events import TaskFailure
+from orbit_model.names import REQUEST_ID
 
 SCHEMA_VERSION: Literal[1] = 1
 
@@ -62,6 +63,17 @@ class SignalExecution(_Message):
     execution_id: str
     name: str
     payload: JsonValue = None
+    request_id: str | None = None
+    """The signal's identity within its execution: one sent again with the same id is
+    recorded once (the reply names the first one's seq). Without one, the gateway uses
+    the message's AMQP ``message_id``, so a redelivered message is recorded once too."""
+
+    def identified(self, message_id: str | None) -> SignalExecution:
+        """This signal, known by the AMQP ``message_id`` if it has no ``request_id`` (and
+        the message id is one a request id may be)."""
+        if self.request_id is not None or not message_id or not REQUEST_ID.fullmatch(message_id):
+            return self
+        return self.model_copy(update={"request_id": message_id})
 
 
 class CancelExecution(_Message):

@@ -17,6 +17,9 @@ CEL_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 #: Execution ids, chosen by clients or made by Orbit.
 EXECUTION_ID = re.compile(r"[A-Za-z0-9_.:-]{1,200}")
 EXECUTION_ID_RULE = "execution ids are 1 to 200 letters, digits and - _ . :"
+#: A signal's request id (the same alphabet as execution ids, so a UUID fits).
+REQUEST_ID = EXECUTION_ID
+REQUEST_ID_RULE = "request ids are 1 to 200 letters, digits and - _ . :"
 RESERVED_TASK_PREFIX = "orbit."
 #: The ``runtime`` Orbit's own workers (the HTTP adapter) register with; only they
 #: may serve built-in tasks.

@@ -117,6 +117,9 @@ class BufferedSignal(_Frozen):
     payload: JsonValue = None
     taken_by: str | None = None
     """The ``await`` unit that took it."""
+    seq: int = 0
+    """The seq of its ``SignalReceived``."""
+    request_id: str | None = None
 
 
 class LostMessage(_Frozen):
@@ -363,7 +366,12 @@ def _changes(state: ExecutionState, event: Event) -> dict[str, Any]:
         case TimerFired():
             return _fire(state, event.key)
         case SignalReceived():
-            signal = BufferedSignal(name=event.name, payload=event.payload)
+            signal = BufferedSignal(
+                name=event.name,
+                payload=event.payload,
+                seq=state.last_seq + 1,
+                request_id=event.request_id,
+            )
             return {"signals": (*state.signals, signal)}
         case CancelRequested():
             return {"cancel_reason": event.reason}

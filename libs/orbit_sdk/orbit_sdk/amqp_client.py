@@ -13,6 +13,7 @@ returns once the broker has the command. Inputs and payloads are JSON data::
 
 from __future__ import annotations
 
+import uuid
 from types import TracebackType
 from typing import Any
 
@@ -118,10 +119,26 @@ class AmqpClient:
         return await self.send(command, wait_reply)
 
     async def publish_signal(
-        self, execution_id: str, name: str, payload: Any = None, *, wait_reply: bool = False
+        self,
+        execution_id: str,
+        name: str,
+        payload: Any = None,
+        *,
+        request_id: str | None = None,
+        wait_reply: bool = False,
     ) -> CommandReply | None:
-        """Signal an execution; the reply's ``result`` is ``{seq}``."""
-        command = SignalExecution(execution_id=execution_id, name=name, payload=payload)
+        """Signal an execution; the reply's ``result`` is ``{seq}``.
+
+        The signal is recorded once however often it is delivered: it carries
+        ``request_id``, or a fresh one. Pass the same ``request_id`` to send it
+        again safely (the reply names the first one's seq).
+        """
+        command = SignalExecution(
+            execution_id=execution_id,
+            name=name,
+            payload=payload,
+            request_id=request_id or uuid.uuid4().hex,
+        )
         return await self.send(command, wait_reply)
 
     async def publish_cancel(
@@ -155,11 +172,14 @@ async def publish_signal(
     payload: Any = None,
     *,
     settings: ClientSettings | None = None,
+    request_id: str | None = None,
     wait_reply: bool = False,
 ) -> CommandReply | None:
     """:meth:`AmqpClient.publish_signal` on a connection of its own (one-off use)."""
     async with AmqpClient(settings) as client:
-        return await client.publish_signal(execution_id, name, payload, wait_reply=wait_reply)
+        return await client.publish_signal(
+            execution_id, name, payload, request_id=request_id, wait_reply=wait_reply
+        )
 
 
 async def publish_cancel(

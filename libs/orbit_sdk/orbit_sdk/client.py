@@ -210,12 +210,19 @@ class OrbitClient:
                     f" {timeout:g}s"
                 )
 
-    async def signal(self, execution_id: str, name: str, payload: Any = None) -> int:
-        """Send a signal; the sequence number it was recorded at."""
+    async def signal(
+        self, execution_id: str, name: str, payload: Any = None, request_id: str | None = None
+    ) -> int:
+        """Send a signal; the sequence number it was recorded at.
+
+        With a ``request_id``, sending it again (say, after a timeout) records it
+        once, and answers the first one's sequence number.
+        """
         result = await self._request(
             "POST",
             f"/v1/executions/{_segment(execution_id)}/signals/{_segment(name)}",
             json=payload,
+            params=None if request_id is None else {"request_id": request_id},
         )
         return int(result["seq"])
 

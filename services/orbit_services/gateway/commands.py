@@ -12,7 +12,8 @@ message ends:
 
 A command is carried out at least once: a message redelivered after its
 work was committed (the gateway died before the ack) is carried out again.
-Starts with an ``execution_id`` are idempotent; a signal may be recorded twice.
+Starts with an ``execution_id`` are idempotent, and so are signals with a
+``request_id`` or an AMQP ``message_id``; a cancel asked twice stops once.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class CommandIntake:
             await park(message, error.message)
             return
         try:
-            result = await self.executions.handle(command)
+            result = await self.executions.handle(command, message.message_id)
             reply = CommandReply(ok=True, result=result)
         except OrbitError as error:
             if error.code is ErrorCode.INTERNAL:

@@ -20,9 +20,10 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from orbit_model.compiler import Definition, definition_from_body
+from orbit_model.cursors import decode_cursor, encode_cursor
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.events import Event
-from orbit_model.inputs import accept_cancel, accept_signal, start_execution
+from orbit_model.inputs import accept_cancel, accept_signal, signal_seq, start_execution
 from orbit_model.ir import WorkflowIR
 from orbit_model.messages import (
     CancelExecution,
@@ -41,7 +42,7 @@ from orbit_model.trace_ids import trace_id
 from orbit_model.views import execution_view, needs_workers
 from orbit_model.workers import Workers, WorkerSession, worker_view
 from orbit_services.gateway.definitions import DefinitionRegistry, is_json
-from orbit_services.gateway.views import decode_cursor, encode_cursor, summary
+from orbit_services.gateway.views import summary
 from orbit_services.runtime.settings import Settings
 from orbit_services.store import (
     Append,
@@ -176,18 +177,22 @@ class Executions:
         await self.relay.publish_committed(ids, [wake])
         return {"execution_id": execution_id, "created": True}
 
-    async def signal(self, execution_id: str, name: str, payload: Json = None) -> int:
-        """Record a signal for the execution's ``await`` steps; the seq of its event.
+    async def signal(
+        self, execution_id: str, name: str, payload: Json = None, request_id: str | None = None
+    ) -> int:
+        """Record a signal for the execution's ``await`` steps; the seq of its event (the
+        first one's, for a ``request_id`` recorded before).
 
         Raises:
-            OrbitError: ``NOT_FOUND``, ``PAYLOAD_TOO_LARGE``, ``UNKNOWN_SIGNAL``,
-                ``SIGNAL_PAYLOAD_INVALID`` or ``EXECUTION_FINISHED``.
+            OrbitError: ``NOT_FOUND``, ``INVALID_REQUEST``, ``PAYLOAD_TOO_LARGE``,
+                ``UNKNOWN_SIGNAL``, ``SIGNAL_PAYLOAD_INVALID`` or ``EXECUTION_FINISHED``.
         """
         check_payload(f"the payload of signal {name!r}", payload, self._max_payload)
-        before, _ = await self._apply(
-            execution_id, lambda state, ir: accept_signal(state, ir, name, payload)
+        before, after = await self._apply(
+            execution_id, lambda state, ir: accept_signal(state, ir, name, payload, request_id)
         )
-        return before.last_seq + 1
+        recorded = None if request_id is None else signal_seq(after, request_id)
+        return before.last_seq + 1 if recorded is None else recorded
 
     async def cancel(self, execution_id: str, reason: str = "") -> dict[str, Json]:
         """Ask the execution to stop (compensation and cleanup still run); its view.
@@ -206,14 +211,16 @@ class Executions:
         check_payload("the cancel reason", reason, self._max_payload)
         await self._apply(execution_id, lambda state, _: accept_cancel(state, reason))
 
-    async def handle(self, command: Command) -> Json:
-        """Carry out an AMQP command; the ``result`` of its :class:`CommandReply`."""
+    async def handle(self, command: Command, message_id: str | None = None) -> Json:
+        """Carry out an AMQP command (its AMQP ``message_id`` identifies a signal without
+        a ``request_id``); the ``result`` of its :class:`CommandReply`."""
         match command:
             case StartExecution():
                 return await self.start(command)
             case SignalExecution():
-                seq = await self.signal(command.execution_id, command.name, command.payload)
-                return {"seq": seq}
+                signal = command.identified(message_id)
+                args = (signal.execution_id, signal.name, signal.payload, signal.request_id)
+                return {"seq": await self.signal(*args)}
             case CancelExecution():
                 await self._cancel(command.execution_id, command.reason)
                 return {}

@@ -36,6 +36,7 @@ _DEFINITION_BODY: dict[str, Any] = {
         },
     }
 }
+SIGNAL_REQUEST_ID = "The signal's id: sent again with the same id, it is recorded once."
 _PAYLOAD_BODY: dict[str, Any] = {
     "requestBody": {
         "required": False,
@@ -162,9 +163,14 @@ def _message_routes(router: APIRouter, executions: Executions) -> None:
         response_model=SignalAccepted,
         openapi_extra=_PAYLOAD_BODY,
     )
-    async def send_signal(execution_id: str, name: str, request: Request) -> dict[str, Any]:
+    async def send_signal(
+        execution_id: str,
+        name: str,
+        request: Request,
+        request_id: Annotated[str | None, Query(description=SIGNAL_REQUEST_ID)] = None,
+    ) -> dict[str, Any]:
         payload = await _json_payload(request)
-        return {"seq": await executions.signal(execution_id, name, payload)}
+        return {"seq": await executions.signal(execution_id, name, payload, request_id)}
 
     @router.get("/executions/{execution_id}/queries/{name}", response_model=QueryValue)
     async def run_query(execution_id: str, name: str) -> dict[str, Any]:

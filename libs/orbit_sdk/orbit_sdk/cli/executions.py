@@ -165,6 +165,13 @@ def signal(
         str | None,
         typer.Argument(metavar="[JSON]", help="The payload: JSON text, or @FILE of JSON."),
     ] = None,
+    *,
+    request_id: Annotated[
+        str | None,
+        typer.Option(
+            "--request-id", help="The signal's id: sent again with it, it is recorded once."
+        ),
+    ] = None,
     url: Url = DEFAULT_URL,
     as_json: AsJson = False,
 ) -> None:
@@ -172,7 +179,7 @@ def signal(
     from orbit_sdk.cli import render  # noqa: PLC0415
 
     payload = None if payload_text is None else parse_json(payload_text, "JSON")
-    seq = call(url, lambda client: client.signal(execution_id, name, payload))
+    seq = call(url, lambda client: client.signal(execution_id, name, payload, request_id))
     if as_json:
         render.print_json({"seq": seq})
     else:
