@@ -5,7 +5,9 @@ child's partition; the child's id is derived from the parent's id and unit
 (``order-7:invoice``), so a retried start of the same unit finds the child it
 started before. A child that ends answers its parent with a ``TaskResult``
 (its output, or ``CHILD_FAILED``); a parent that stops while its child runs
-sends a ``CancelChild``.
+sends a ``CancelChild``. A cancel that overtakes the start finds no child; the
+start then sees that its parent no longer waits (:func:`parent_waits`) and
+creates the child cancelled.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from orbit_model.events import Event, ParentReattached, TaskFailure
 from orbit_model.inputs import start_execution
 from orbit_model.ir import CallStep, WorkflowIR
 from orbit_model.messages import CancelChild, Outgoing, StartChild, TaskResult
-from orbit_model.state import ExecutionState, evolve, replay
+from orbit_model.state import ExecutionState, UnitStatus, evolve, replay
 from orbit_model.topology import Topology
 
 _UNSAFE_ID_CHARACTERS = re.compile(r"[^A-Za-z0-9\-_.:]")
@@ -84,6 +86,26 @@ def start_child(
         failure = TaskFailure(code=error.code, message=error.message, retryable=False)
         return ChildStart(state, [], [answer_parent(start, failure, topology)])
     return ChildStart(replay([created]), [created], [])
+
+
+def parent_waits(parent: ExecutionState | None, start: StartChild) -> bool:
+    """Whether the parent still waits for the child ``start`` creates.
+
+    It does not once it has ended, or moved on from the delivery that sent the
+    start (it stopped, cancelled the step or timed it out): the ``CancelChild``
+    it sent then found no child and was dropped, so the new child is created
+    cancelled. An unknown parent (None, or a token it does not know) is taken
+    to wait.
+    """
+    if parent is None or parent.last_seq == 0:
+        return True
+    if parent.terminal:
+        return False
+    key = parent.unit_of_token(start.parent_token)
+    if key is None:
+        return True
+    unit = parent.unit(key)
+    return unit.status is UnitStatus.DISPATCHED and unit.token == start.parent_token
 
 
 def _existing_child(state: ExecutionState, start: StartChild, topology: Topology) -> ChildStart:

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from orbit_model.children import cancel_applies, start_child
+from orbit_model.children import cancel_applies, parent_waits, start_child
 from orbit_model.decider import Limits, decide_until_stable
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.events import Event, StepDispatched, TaskFailure
@@ -77,11 +77,14 @@ class Facts:
         children: Child definitions by hash, for the ``StartChild`` inputs.
         heartbeats: For each schedule or heartbeat timer key among the inputs,
             when its delivery's task last heartbeated (epoch ms; None: nobody holds it).
+        parents: For a ``StartChild`` that creates its child, the parent's state by
+            id (whether it still waits for the child).
     """
 
     definition: WorkflowIR | None = None
     children: Mapping[str, WorkflowIR] = field(default_factory=dict)
     heartbeats: Mapping[str, int | None] = field(default_factory=dict)
+    parents: Mapping[str, ExecutionState] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -143,10 +146,18 @@ def plan(
     messages: list[Outgoing] = []
     for item in inputs:
         if isinstance(item, StartChild):
+            created = state.last_seq == 0
             started = start_child(state, item, facts.children.get(item.definition_hash), topology)
             state = started.state
             events += started.events
             messages += started.answers
+            parent = facts.parents.get(item.parent_execution_id)
+            if created and state.last_seq > 0 and not parent_waits(parent, item):
+                # Its parent's cancel overtook this start, and found no child then.
+                reason = f"its parent {item.parent_execution_id} stopped before it started"
+                for event in accept_cancel(state, reason):
+                    state = evolve(state, event)
+                    events.append(event)
     if state.last_seq == 0 and not events:
         # A child that could not start answers its parent; anything else is dropped.
         return Plan(before, state, [], messages) if messages else None

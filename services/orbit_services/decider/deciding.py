@@ -201,18 +201,22 @@ class Deciding:
         if state.last_seq > 0:
             definition = await self._definition(state.definition_hash)
         children: dict[str, WorkflowIR] = {}
+        parent_ids: list[str] = []
         for item in items:
             if isinstance(item, StartChild) and state.last_seq == 0:
                 child = await self._definition(item.definition_hash)
                 if child is not None:
                     children[item.definition_hash] = child
+                parent_ids.append(item.parent_execution_id)
+        # Does the parent still wait for the child it starts? (Read as it is now.)
+        parents = await self.states.current(parent_ids) if parent_ids else {}
         # Schedule and heartbeat deadlines are judged on who holds the delivery now.
         heartbeats: dict[str, int | None] = {}
         for item in items:
             key = liveness_key(item)
             if key is not None:
                 heartbeats[key] = await self.store.sessions.heartbeat_of(key.partition(":")[2])
-        return Facts(definition, children, heartbeats)
+        return Facts(definition, children, heartbeats, parents)
 
     def _dropped(self, state: ExecutionState, execution_id: str) -> None:
         if state.last_seq == 0:

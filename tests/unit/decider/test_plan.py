@@ -13,6 +13,7 @@ import textwrap
 from typing import Any
 
 from orbit_model import compile_definition
+from orbit_model.children import parent_waits
 from orbit_model.compiler import Definition
 from orbit_model.errors import ErrorCode
 from orbit_model.events import (
@@ -88,10 +89,17 @@ PARENT = pinned(
 class Family:
     """A parent and its children, each message delivered through ``plan`` at once."""
 
-    def __init__(self, parent: Definition, *children: Definition) -> None:
+    def __init__(
+        self, parent: Definition, *children: Definition, hold: tuple[type, ...] = ()
+    ) -> None:
         self.definitions = {d.hash: d.ir for d in (parent, *children)}
         self.states: dict[str, ExecutionState] = {}
         self.sent: list[Outgoing] = []
+        self.hold = hold
+        """Message types kept back in ``held`` (to deliver out of order) instead of sent."""
+        self.held: list[DeciderInput] = []
+        self.dropped: list[DeciderInput] = []
+        """Inputs for executions that do not exist."""
         created = start_execution(parent.ir, parent.hash, "p-1", None)
         self.states["p-1"] = replay([created])
         self.deliver("p-1", Wake(execution_id="p-1"))
@@ -100,17 +108,22 @@ class Family:
         """One decider turn of ``execution_id``, then every message it sent, in order."""
         state = self.states.get(execution_id, ExecutionState())
         definition = self.definitions.get(state.definition_hash) if state.last_seq else None
-        facts = Facts(definition=definition, children=self.definitions)
+        facts = Facts(definition=definition, children=self.definitions, parents=self.states)
         decided = plan(state, list(inputs), facts, now=NOW, policy=Policy(), topology=TOPOLOGY)
-        assert decided is not None
+        if decided is None:  # for no execution (a cancel that overtook its child's start)
+            self.dropped.extend(inputs)
+            return
         assert not decided.refused, decided.refused
         check_messages(decided.events, decided.state, decided.messages)
         if decided.state.last_seq:
             self.states[execution_id] = decided.state
         self.sent += decided.messages
         for outgoing in decided.messages:
-            if not isinstance(outgoing.message, TaskAssignment):
-                self.deliver(outgoing.message.execution_id, outgoing.message)
+            message = outgoing.message
+            if isinstance(message, self.hold):
+                self.held.append(message)
+            elif not isinstance(message, TaskAssignment):
+                self.deliver(message.execution_id, message)
 
     def work(self, execution_id: str, output: Any = None, error: TaskFailure | None = None) -> None:
         """The worker of the one task in flight of ``execution_id`` answers."""
@@ -163,6 +176,35 @@ def test_a_parent_that_stops_cancels_its_running_child() -> None:
     assert family.states["p-1"].status == "cancelled"
 
 
+def test_a_cancel_that_overtakes_the_childs_start_is_kept_until_the_child_exists() -> None:
+    family = Family(PARENT, CHILD, hold=(StartChild,))
+    [start] = family.held
+    family.cancel("p-1")
+    [cancel] = family.of(CancelChild)
+    assert family.dropped == [cancel]  # it found no child
+    assert family.states["p-1"].status == "cancelled"
+    family.deliver("p-1:kid", start)  # the start comes last
+    child = family.states["p-1:kid"]
+    assert child.status == "cancelled"
+    assert child.cancel_reason == "its parent p-1 stopped before it started"
+    # Its answer reaches a parent that has ended: recorded as stale, nothing more.
+    assert family.states["p-1"].status == "cancelled"
+
+
+def test_a_start_finds_whether_its_parent_still_waits() -> None:
+    family = Family(PARENT, CHILD, hold=(StartChild,))
+    [start] = family.held
+    parent = family.states["p-1"]
+    assert parent_waits(parent, start)
+    assert parent_waits(None, start)  # unknown: taken to wait
+    assert parent_waits(parent, start.model_copy(update={"parent_token": "p-1:other:1"}))
+    # A start of an earlier delivery of the step: the parent waits for a later one.
+    later = start.model_copy(update={"parent_token": "p-1:kid:0"})
+    assert parent_waits(parent, later) == (parent.unit_of_token("p-1:kid:0") is None)
+    family.deliver("p-1:kid", start)
+    assert family.states["p-1:kid"].status == "running"
+
+
 def test_a_stranger_cannot_cancel_a_child() -> None:
     family = Family(PARENT, CHILD)
     family.deliver("p-1:kid", CancelChild(execution_id="p-1:kid", parent_execution_id="p-2"))
@@ -190,6 +232,8 @@ def test_a_child_id_taken_by_another_execution_fails_the_parents_step() -> None:
     family.definitions = {d.hash: d.ir for d in (PARENT, CHILD)}
     family.states = {"p-1:kid": replay([stranger])}
     family.sent = []
+    family.hold = ()
+    family.dropped = []
     family.states["p-1"] = replay([start_execution(PARENT.ir, PARENT.hash, "p-1", None)])
     family.deliver("p-1", Wake(execution_id="p-1"))
     failure = family.states["p-1"].unit("kid").error
