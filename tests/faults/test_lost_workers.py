@@ -1,7 +1,20 @@
-"""Workers lost mid-task: killed (the broker hands the task on) or frozen (the session expires).
+"""Workers lost mid-task run it at most twice: the interrupted run and one more.
 
-Either way the attempt is redelivered to another worker with the same
-idempotency key and ``redelivery: true``, and the step succeeds once.
+A sink outside Orbit (:mod:`tests.faults.sink`) counts the runs of the unit
+in every process. A worker process takes a task and holds it; a second worker
+(in the test's process, its run also long enough for the lost worker's session
+to expire meanwhile) is ready to take it over. Then the first one is
+
+- **killed** (SIGKILL): RabbitMQ hands the task to the rescuer at once, as a
+  redelivery of the same token. When the dead session expires, the engine must
+  not dispatch the unit again, since an open session holds it: 2 runs;
+- **frozen** (SIGSTOP): its session expires, so the engine dispatches the unit
+  again under a new token and the rescuer runs that. Once RabbitMQ drops the
+  frozen connection it requeues the original delivery; the rescuer must skip
+  it (the engine has moved on). Then the zombie wakes (SIGCONT) and finishes
+  its run, and its late result is recorded as ``StaleResultIgnored``: 2 runs.
+
+Either way every run has the same idempotency key and the step succeeds once.
 """
 
 from __future__ import annotations
@@ -15,15 +28,25 @@ from typing import Any
 
 import pytest
 
-from orbit_model.events import StepAttemptUncertain, StepSucceeded
+from orbit_model.events import (
+    StaleResultIgnored,
+    StepAttemptUncertain,
+    StepDispatched,
+    StepSucceeded,
+)
 from orbit_sdk import TaskContext, Worker, task
-from orbit_services.runtime.settings import Settings
 from orbit_services.store import EventStore
 from tests.e2e.stack import Stack, running_stack
 from tests.integration.conftest import OrbitEnv
 from tests.integration.eventually import eventually
 
 from .processes import orbit_process
+from .sink import Sink
+
+SESSION_TIMEOUT_MS = 1000
+RESCUE_SECONDS = 2.5
+"""How long the rescuer's run takes: longer than the session timeout, so the lost
+worker's session expires while the rescuer holds the task."""
 
 SLOW = """
 orbit: 1
@@ -37,53 +60,24 @@ steps:
 """
 
 
-@task("slow", version="1")
-async def quick(inp: Any, ctx: TaskContext) -> dict[str, Any]:
-    return {"worker": "quick", "redelivery": ctx.redelivery, "key": ctx.idempotency_key}
-
-
-async def _slow_worker(settings: Settings, marker: Path) -> asyncio.subprocess.Process:
-    return await orbit_process(
-        settings, "worker", "tests.faults.slow_worker:worker", ORBIT_TEST_MARKER=str(marker)
-    )
-
-
 @pytest.fixture
 async def stack(orbit_env: OrbitEnv) -> AsyncIterator[Stack]:
-    settings = orbit_env.settings_with(session_timeout_ms=1000, heartbeat_interval_ms=200)
+    settings = orbit_env.settings_with(
+        session_timeout_ms=SESSION_TIMEOUT_MS, heartbeat_interval_ms=200
+    )
     async with running_stack(settings) as stack:
         await stack.client.deploy(SLOW)
         yield stack
 
 
-async def _run_lost(stack: Stack, tmp_path: Path, lose: signal.Signals) -> dict[str, Any]:
-    marker = tmp_path / "started"
-    slow = await _slow_worker(stack.settings, marker)
-    rescuer: Worker | None = None
-    try:
-        await eventually(stack.client.workers, lambda w: len(w) == 1, what="the slow worker")
-        await stack.client.start("slow", None, execution_id="lost-1")
+def _rescuer(sink: Sink) -> Any:
+    @task("slow", version="1")
+    async def slow(inp: Any, ctx: TaskContext) -> dict[str, Any]:
+        sink.record(ctx.idempotency_key, ctx.token, "rescuer")
+        await asyncio.sleep(RESCUE_SECONDS)
+        return {"worker": "rescuer", "redelivery": ctx.redelivery, "key": ctx.idempotency_key}
 
-        async def started() -> bool:
-            return marker.exists()
-
-        await eventually(started, timeout=15, what="the slow worker to take the task")
-        # Its next heartbeat tells the engine it holds the task.
-        await eventually(
-            stack.client.workers,
-            lambda ws: any(w["worker_id"] != "rescuer" and w["inflight"] == 1 for w in ws),
-            what="a heartbeat naming the task",
-        )
-        rescuer = Worker([quick], worker_id="rescuer", settings=stack.settings)
-        await rescuer.start()
-        slow.send_signal(lose)
-        return await stack.client.wait("lost-1", timeout=20)
-    finally:
-        if rescuer is not None:
-            await rescuer.stop()
-        if slow.returncode is None:
-            slow.kill()
-            await slow.wait()
+    return slow
 
 
 async def _history(stack: Stack) -> list[Any]:
@@ -94,26 +88,96 @@ async def _history(stack: Stack) -> list[Any]:
         await store.close()
 
 
-async def test_a_killed_worker_task_goes_to_another_worker(stack: Stack, tmp_path: Path) -> None:
-    execution = await _run_lost(stack, tmp_path, signal.SIGKILL)
+async def _lose_a_worker(
+    stack: Stack, tmp_path: Path, lose: signal.Signals, zombie_hold: float
+) -> tuple[dict[str, Any], Sink]:
+    """Run ``lost-1`` on a worker process, lose it with ``lose``, and let a rescuer
+    finish; a frozen worker wakes up once the execution has ended."""
+    sink = Sink(tmp_path / "sink")
+    marker = tmp_path / "started"
+    held = await orbit_process(
+        stack.settings,
+        "worker",
+        "tests.faults.sink_worker:worker",
+        ORBIT_TEST_SINK=str(sink.path),
+        ORBIT_TEST_MARKER=str(marker),
+        ORBIT_TEST_HOLD_SECONDS=str(zombie_hold),
+    )
+    rescuer: Worker | None = None
+    try:
+        await eventually(stack.client.workers, lambda w: len(w) == 1, what="the worker process")
+        await stack.client.start("slow", None, execution_id="lost-1")
+
+        async def started() -> bool:
+            return marker.exists()
+
+        await eventually(started, timeout=15, what="the worker process to take the task")
+        # Its next heartbeat tells the engine it holds the task.
+        await eventually(
+            stack.client.workers,
+            lambda ws: any(w["inflight"] == 1 for w in ws),
+            what="a heartbeat naming the task",
+        )
+        rescuer = Worker([_rescuer(sink)], worker_id="rescuer", settings=stack.settings)
+        await rescuer.start()
+        held.send_signal(lose)
+        execution = await stack.client.wait("lost-1", timeout=30)
+        # Long enough for a second dispatch, or a skipped redelivery, to show.
+        await asyncio.sleep(3 * SESSION_TIMEOUT_MS / 1000)
+        if lose is signal.SIGSTOP:
+            held.send_signal(signal.SIGCONT)  # the zombie finishes its run, too late
+
+            async def stale() -> list[Any]:
+                return [e for e in await _history(stack) if isinstance(e, StaleResultIgnored)]
+
+            await eventually(stale, timeout=20, what="the zombie's late result")
+        return execution, sink
+    finally:
+        if rescuer is not None:
+            await rescuer.stop()
+        if held.returncode is None:
+            held.kill()
+            await held.wait()
+
+
+def _counted(events: list[Any]) -> Counter[str]:
+    return Counter(type(event).__name__ for event in events)
+
+
+@pytest.mark.timeout(90)
+async def test_a_killed_workers_task_runs_once_more_not_twice(stack: Stack, tmp_path: Path) -> None:
+    execution, sink = await _lose_a_worker(stack, tmp_path, signal.SIGKILL, zombie_hold=600)
     assert execution["status"] == "completed"
-    assert execution["output"] == {"worker": "quick", "redelivery": True, "key": "lost-1:hold"}
+    assert execution["output"] == {"worker": "rescuer", "redelivery": True, "key": "lost-1:hold"}
+    runs = sink.runs()
+    print(f"SIGKILL: {len(runs)} runs of lost-1:hold: {runs}")
+    # The killed run and RabbitMQ's redelivery of the same token: no second dispatch.
+    assert sink.counts() == {"lost-1:hold": 2}
+    assert len({run.token for run in runs}) == 1
     events = await _history(stack)
+    counted = _counted(events)
+    assert counted[StepDispatched.__name__] == 1
+    assert counted[StepAttemptUncertain.__name__] == 0
     assert Counter(e.unit for e in events if isinstance(e, StepSucceeded)) == {"hold": 1}
 
 
-async def test_a_frozen_worker_session_expires_and_its_task_is_redelivered(
+@pytest.mark.timeout(90)
+async def test_a_frozen_workers_task_runs_once_more_and_its_late_result_is_stale(
     stack: Stack, tmp_path: Path
 ) -> None:
-    # SIGSTOP keeps its connection open for a while, so the broker holds the task:
-    # the session timeout tells the engine the worker is gone, and the redelivery
-    # reaches the rescuer (at the latest once the broker drops the frozen
-    # worker's connection for missing AMQP heartbeats).
-    execution = await _run_lost(stack, tmp_path, signal.SIGSTOP)
+    execution, sink = await _lose_a_worker(stack, tmp_path, signal.SIGSTOP, zombie_hold=5)
     assert execution["status"] == "completed"
-    assert execution["output"] == {"worker": "quick", "redelivery": True, "key": "lost-1:hold"}
+    assert execution["output"] == {"worker": "rescuer", "redelivery": True, "key": "lost-1:hold"}
+    runs = sink.runs()
+    print(f"SIGSTOP: {len(runs)} runs of lost-1:hold: {runs}")
+    # The zombie's run and the engine's second dispatch; RabbitMQ's requeue of the
+    # original delivery is skipped by the rescuer.
+    assert sink.counts() == {"lost-1:hold": 2}
+    assert [run.who for run in runs][1:] == ["rescuer"]
     events = await _history(stack)
     uncertain = [e for e in events if isinstance(e, StepAttemptUncertain)]
     assert len(uncertain) == 1
     assert "not heard from" in uncertain[0].reason
     assert Counter(e.unit for e in events if isinstance(e, StepSucceeded)) == {"hold": 1}
+    [stale] = [e for e in events if isinstance(e, StaleResultIgnored)]
+    assert stale.token == runs[0].token  # the zombie's own delivery

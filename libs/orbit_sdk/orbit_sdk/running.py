@@ -1,4 +1,5 @@
-"""What a worker holds: each task from its delivery to its ack, and how its message is settled."""
+"""What a worker holds (each task from its delivery to its ack), and how a task's message
+is settled and its result published."""
 
 from __future__ import annotations
 
@@ -9,7 +10,12 @@ import time
 from collections.abc import Awaitable
 from dataclasses import dataclass, field
 
-from orbit_model.messages import TaskAssignment
+import aiormq
+from aio_pika.abc import AbstractIncomingMessage
+
+from orbit_model.messages import Route, TaskAssignment
+from orbit_sdk.amqp import Publisher
+from orbit_sdk.logs import LogThrottle
 from orbit_sdk.tasks import TaskContext, TaskOutcome
 
 log = logging.getLogger("orbit.worker")
@@ -46,6 +52,15 @@ def epoch_ms() -> int:
     return int(time.time() * 1000)
 
 
+def channel_closed(message: AbstractIncomingMessage) -> bool:
+    """Whether the channel ``message`` came on has closed: it can no longer be acked,
+    and RabbitMQ hands it (or has handed it) to another consumer."""
+    try:
+        return message.channel.is_closed
+    except aiormq.exceptions.ChannelInvalidStateError:
+        return True
+
+
 async def settle(outcome: Awaitable[object]) -> None:
     # An ack or nack on a channel that is gone fails; the broker requeues
     # the message by itself then.
@@ -53,3 +68,44 @@ async def settle(outcome: Awaitable[object]) -> None:
         await outcome
     except Exception as error:
         log.warning("settling a task message failed: %r", error)
+
+
+RESULT_PATIENCE_SECONDS = 30.0
+"""How long a finished task's result is tried again while RabbitMQ is away (the
+connection comes back by itself): a result given up on means the task runs again."""
+
+
+async def publish_result(
+    publisher: Publisher, route: Route, body: bytes, failures: LogThrottle
+) -> bool:
+    """Publish a task's result, tried again for :data:`RESULT_PATIENCE_SECONDS` (a lost
+    connection, a broker restart, a frozen process waking up); whether it went."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + RESULT_PATIENCE_SECONDS
+    delay = 0.2
+    while True:
+        try:
+            await publisher.publish(route.exchange, route.routing_key, body)
+            return True
+        except Exception as error:
+            if loop.time() + delay > deadline:
+                log.error(
+                    "publishing a result to %s/%s failed for %.0f s; the task will run again: %r",
+                    route.exchange,
+                    route.routing_key,
+                    RESULT_PATIENCE_SECONDS,
+                    error,
+                    extra={"action": "task.result_lost"},
+                )
+                return False
+            failures.log(
+                logging.WARNING,
+                "result",
+                "publishing a result to %s/%s failed; trying again: %r",
+                route.exchange,
+                route.routing_key,
+                error,
+                extra={"action": "task.result_failed"},
+            )
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 2.0)

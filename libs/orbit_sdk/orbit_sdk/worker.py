@@ -34,7 +34,6 @@ from orbit_model.messages import (
     MalformedMessage,
     RegisterWorker,
     Registration,
-    Route,
     TaskAssignment,
     TaskResult,
     decode_assignment,
@@ -46,7 +45,15 @@ from orbit_sdk.amqp import Publisher, connect, open_channel, translated
 from orbit_sdk.lifecycle import run_until_stopped
 from orbit_sdk.logs import LogThrottle
 from orbit_sdk.rpc import Requester
-from orbit_sdk.running import PendingHeartbeat, Running, epoch_ms, sdk_version, settle
+from orbit_sdk.running import (
+    PendingHeartbeat,
+    Running,
+    channel_closed,
+    epoch_ms,
+    publish_result,
+    sdk_version,
+    settle,
+)
 from orbit_sdk.session import ControlSession
 from orbit_sdk.settings import ClientSettings, load_client_settings
 from orbit_sdk.tasks import TASK_FAILED, TaskContext, TaskDefinition, TaskOutcome, task_definition
@@ -56,7 +63,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("orbit.worker")
 
-_RESULT_ATTEMPTS = 3
 _CANCELLED_ITSELF = TaskFailure(
     code=TASK_FAILED, message="CancelledError: the task was cancelled", retryable=True
 )
@@ -297,14 +303,12 @@ class Worker:
     # -- tasks ------------------------------------------------------------------
 
     async def _on_task(self, message: AbstractIncomingMessage) -> None:
-        handler = asyncio.current_task()
-        if handler is not None:
-            self._handlers.add(handler)
-        try:
-            await self._handle(message)
-        finally:
-            if handler is not None:
-                self._handlers.discard(handler)
+        # The task runs in a task of the worker's own, not in the consumer callback's:
+        # aiormq cancels those when their channel closes (a lost connection), and a
+        # task that finished meanwhile would lose its result and run again.
+        handler = asyncio.create_task(self._handle(message))
+        self._handlers.add(handler)
+        handler.add_done_callback(self._handlers.discard)
 
     async def _handle(self, message: AbstractIncomingMessage) -> None:
         if self._stopping:
@@ -364,8 +368,7 @@ class Worker:
         running = Running(assignment, context, heartbeat_at=started_at)
         self._running[token] = running
         try:
-            if message.redelivered and not await self._still_wanted(running):
-                await settle(message.ack())
+            if not await self._still_wanted(message, running):
                 return
             with self._span(message, assignment) as current:
                 outcome = await self._run(running, definition, assignment, context)
@@ -386,38 +389,45 @@ class Worker:
                 worker_id=self.worker_id,
                 started_at=started_at,
             )
-            if await self._publish_result(assignment.result_route, encode(result)):
+            assert self._results is not None
+            body = encode(result)
+            if await publish_result(self._results, assignment.result_route, body, self._failures):
                 await settle(message.ack())
             else:
                 await settle(message.nack(requeue=True))
         finally:
             self._running.pop(token, None)
 
-    async def _still_wanted(self, running: Running) -> bool:
-        """Whether the engine still wants a task the broker delivers again.
+    async def _still_wanted(self, message: AbstractIncomingMessage, running: Running) -> bool:
+        """Whether to run a delivery; one that is not is acked (if it still can be).
 
-        A redelivery may come long after the engine gave up on the first
-        delivery and dispatched the unit again under a new token; running it
-        then would be a second run of the unit, on top of the one the engine
-        wants. So a redelivered task is named in a heartbeat before it starts
-        (this also tells the engine at once that this worker holds it), and is
-        skipped when the answer cancels it. If the dispatcher does not answer,
-        the task runs.
+        A delivery that may not be the only one of its unit (RabbitMQ delivers
+        it again, or the engine dispatched it again after losing a worker) is
+        first named in a heartbeat, which also tells the engine at once that
+        this worker holds it; it is skipped if the answer cancels it (the engine
+        moved on: running it would be one run too many). If the dispatcher does
+        not answer, it runs. Any delivery is skipped once the channel it came on
+        has closed: it was read from the socket after the connection died (a
+        frozen process waking up), and RabbitMQ gives it to another worker.
         """
         assignment = running.assignment
-        await self._heartbeat(assignment.token)
-        if not running.context.cancelled.is_set():
+        if message.redelivered or assignment.redelivery:
+            await self._heartbeat(assignment.token)
+        if channel_closed(message):
+            why = "the connection it came on is gone"
+        elif running.context.cancelled.is_set():
+            why = "the engine dispatched it again since"
+        else:
             return True
         log.info(
-            "skipping a redelivered %s of %s: the engine dispatched it again since",
+            "skipping %s of %s: %s",
             assignment.unit,
             assignment.execution_id,
-            extra={
-                "action": "task.superseded",
-                "execution_id": assignment.execution_id,
-                "step": assignment.unit,
-            },
+            why,
+            extra={"action": "task.skipped", "execution_id": assignment.execution_id},
         )
+        if not channel_closed(message):
+            await settle(message.ack())
         return False
 
     def _span(self, message: AbstractIncomingMessage, assignment: TaskAssignment) -> Any:
@@ -466,22 +476,3 @@ class Worker:
                 return None
             # The function cancelled itself (or let a cancellation escape).
             return TaskOutcome(error=_CANCELLED_ITSELF)
-
-    async def _publish_result(self, route: Route, body: bytes) -> bool:
-        assert self._results is not None
-        for attempt in range(1, _RESULT_ATTEMPTS + 1):
-            try:
-                await self._results.publish(route.exchange, route.routing_key, body)
-                return True
-            except Exception as error:
-                log.warning(
-                    "publishing a result to %s/%s failed (%d of %d): %r",
-                    route.exchange,
-                    route.routing_key,
-                    attempt,
-                    _RESULT_ATTEMPTS,
-                    error,
-                    extra={"action": "task.result_failed"},
-                )
-                await asyncio.sleep(0.2 * attempt)
-        return False
