@@ -116,7 +116,8 @@ def build_broker(namespace: str = NAMESPACE, partitions: int = PARTITIONS) -> Ra
             f" `{topology.commands}` (direct) with key `{COMMAND_KEY}`. "
             + _queue_note(topology, services)
             + " With `reply_to` and `correlation_id` set, the gateway answers with a"
-            " CommandReply; a body that is not a command is dead-lettered without an answer."
+            " CommandReply; a body that is not a command is answered `INVALID_REQUEST` (when"
+            " it has a `reply_to`) and dead-lettered."
         ),
     )
     async def take_command(body: Command) -> None:
@@ -189,6 +190,21 @@ def build_broker(namespace: str = NAMESPACE, partitions: int = PARTITIONS) -> Ra
     async def inspect_parked(body: bytes) -> None:
         _never_run()
 
+    @broker.subscriber(
+        RabbitQueue(topology.dead_letter_reports, queue_type=QueueType.QUORUM),
+        dead_letter,
+        title=topology.dead_letter_reports,
+        description=(
+            f"A copy of every parked message: queue `{topology.dead_letter_reports}` (quorum,"
+            f" no delivery limit) bound to the fanout exchange `{topology.dead_letter}`; declared"
+            " by every service at start. The dispatcher reads it and, for a message an"
+            " execution depends on, sends that execution's decider partition a MessageParked,"
+            " then acks the copy."
+        ),
+    )
+    async def report_parked(body: bytes) -> None:
+        _never_run()
+
     # -- what is published (send) ---------------------------------------------------
 
     broker.publisher(
@@ -213,7 +229,8 @@ def build_broker(namespace: str = NAMESPACE, partitions: int = PARTITIONS) -> Ra
             "Inputs for the decider, persistent, mandatory and confirmed, with routing key"
             f" `{{partition}}` = `str(crc32(utf8(execution_id)) % {partitions})`: Wake (gateway,"
             " through its outbox), TimerDue (timer service), DeliveryLost (dispatcher on"
-            " unregister, timer service on session expiry),"
+            " unregister, timer service on session expiry), MessageParked (dispatcher, for a"
+            " parked message),"
             " StartChild, CancelChild and a child's TaskResult to its parent (decider, through"
             " its outbox),"
             " and every worker's TaskResult, sent to the assignment's `result_route`."
@@ -262,7 +279,8 @@ def build_broker(namespace: str = NAMESPACE, partitions: int = PARTITIONS) -> Ra
         description=(
             "The gateway's answer to a command that had a `reply_to`: default exchange,"
             " routing key = the command's `reply_to`, same `correlation_id`, non-persistent,"
-            " not mandatory. Not sent for a command that is dead-lettered."
+            " not mandatory. A body that is not a command is answered `INVALID_REQUEST` before"
+            " it is dead-lettered; a command parked after failing is never answered."
         ),
     )
     return broker
@@ -278,9 +296,10 @@ def build_app(namespace: str = NAMESPACE, partitions: int = PARTITIONS) -> FastS
             description=(
                 "Orbit's AMQP protocol: commands, decider inputs, task queues and"
                 " worker control. Bodies are JSON (`content_type: application/json`) with a"
-                " `type` tag and a schema version `v`; unknown fields are ignored, except in"
-                " TaskFailure (a TaskResult's `error`), which forbids them. See docs/protocol.md"
-                " for the flows, acks, delivery limits and ordering."
+                " `type` tag and a schema version `v`; unknown fields are ignored, in"
+                " TaskFailure (a TaskResult's `error`) too: send anything extra in its"
+                " `details`. See docs/protocol.md for the flows, acks, delivery limits and"
+                " ordering."
             ),
             license={"name": "Apache-2.0"},
             schema_version="3.0.0",

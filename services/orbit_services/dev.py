@@ -53,7 +53,7 @@ async def run_dev(settings: Settings, say: Say, demo_dir: Path | None = None) ->
     if demo_dir is not None:
         workers = load_module(demo_dir / "workers.py")
         services.append(Worker(workers.TASKS, worker_id="demo", settings=settings))
-    url = f"http://{settings.http_host}:{settings.http_port}"
+    url = settings.gateway_url
 
     async def when_started() -> None:
         say(f"Orbit is running: gateway at {url}, namespace {settings.namespace!r}")

@@ -76,6 +76,7 @@ def test_every_queue_and_exchange_is_named() -> None:
         topology.control,
         topology.tasks,
         topology.dead_letter,
+        topology.dead_letter_reports,
         topology.task_queue("{task}", "{version}"),
         *(topology.decider_queue(partition) for partition in range(topology.partitions)),
     ]

@@ -1,12 +1,18 @@
-"""``orbit validate`` as a user runs it."""
+"""``orbit validate`` as a user runs it, and which gateway the client commands reach."""
+
+from __future__ import annotations
 
 import json
 from pathlib import Path
+from types import TracebackType
+from typing import Any, ClassVar
 
 import pytest
 from typer.testing import CliRunner
 
+from orbit_sdk import client as client_module
 from orbit_sdk.cli.app import build_app
+from orbit_sdk.settings import GatewayAddress
 
 app = build_app()
 
@@ -85,3 +91,102 @@ def test_a_file_that_is_not_text_is_an_error(runner: CliRunner, tmp_path: Path) 
 def test_no_files_is_a_usage_error(runner: CliRunner) -> None:
     result = runner.invoke(app, ["validate"])
     assert result.exit_code == 2
+
+
+# -- the gateway a client command reaches ----------------------------------------
+
+URL_SETTINGS = ("ORBIT_URL", "ORBIT_HTTP_HOST", "ORBIT_HTTP_PORT")
+
+
+class _RecordingClient:
+    """Stands for ``OrbitClient``: remembers the URL it was made for, answers no workers."""
+
+    urls: ClassVar[list[str]] = []
+
+    def __init__(self, url: str) -> None:
+        self.urls.append(url)
+
+    async def __aenter__(self) -> _RecordingClient:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        return None
+
+    async def workers(self) -> list[dict[str, Any]]:
+        return []
+
+
+@pytest.fixture
+def reached(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The URLs the commands made a client for; the URL settings start unset."""
+    for name in URL_SETTINGS:
+        monkeypatch.delenv(name, raising=False)
+    urls: ClassVar[list[str]] = []
+    monkeypatch.setattr(_RecordingClient, "urls", urls)
+    monkeypatch.setattr(client_module, "OrbitClient", _RecordingClient)
+    return urls
+
+
+def test_the_default_url_is_the_local_gateway(runner: CliRunner, reached: list[str]) -> None:
+    result = runner.invoke(app, ["workers", "--json"])
+    assert result.exit_code == 0, result.output
+    assert reached == ["http://127.0.0.1:8080"]
+
+
+def test_the_default_url_follows_the_gateways_settings(
+    runner: CliRunner, reached: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The gateway of this environment listens on ORBIT_HTTP_HOST:ORBIT_HTTP_PORT; the
+    # engine of whoever else runs on this machine's 8080 is not this one.
+    monkeypatch.setenv("ORBIT_HTTP_PORT", "9123")
+    assert runner.invoke(app, ["workers", "--json"]).exit_code == 0
+    monkeypatch.setenv("ORBIT_HTTP_HOST", "gateway.internal")
+    assert runner.invoke(app, ["workers", "--json"]).exit_code == 0
+    assert reached == ["http://127.0.0.1:9123", "http://gateway.internal:9123"]
+
+
+def test_url_and_orbit_url_win_over_the_gateways_settings(
+    runner: CliRunner, reached: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ORBIT_HTTP_PORT", "9123")
+    monkeypatch.setenv("ORBIT_URL", "http://from-env:7000")
+    assert runner.invoke(app, ["workers", "--json"]).exit_code == 0
+    given = ["workers", "--json", "--url", "http://from-option:7001"]
+    assert runner.invoke(app, given).exit_code == 0
+    assert reached == ["http://from-env:7000", "http://from-option:7001"]
+
+
+def test_a_bad_gateway_setting_is_a_usage_error_not_a_guess(
+    runner: CliRunner, reached: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ORBIT_HTTP_PORT", "eighty")
+    result = runner.invoke(app, ["workers"])
+    assert result.exit_code == 2
+    assert "ORBIT_HTTP_PORT" in result.stderr
+    assert "Traceback" not in result.output
+    assert reached == []
+    # With a URL given, the gateway's settings are not needed at all.
+    monkeypatch.setenv("ORBIT_URL", "http://from-env:7000")
+    assert runner.invoke(app, ["workers", "--json"]).exit_code == 0
+    assert reached == ["http://from-env:7000"]
+
+
+@pytest.mark.parametrize(
+    ("host", "port", "url"),
+    [
+        ("127.0.0.1", 8080, "http://127.0.0.1:8080"),
+        ("0.0.0.0", 9000, "http://127.0.0.1:9000"),
+        ("", 9000, "http://127.0.0.1:9000"),
+        ("::", 9000, "http://[::1]:9000"),
+        ("::1", 9000, "http://[::1]:9000"),
+        ("10.1.2.3", 80, "http://10.1.2.3:80"),
+        ("orbit.example.com", 443, "http://orbit.example.com:443"),
+    ],
+)
+def test_the_gateway_url_reaches_where_the_gateway_listens(host: str, port: int, url: str) -> None:
+    assert GatewayAddress(http_host=host, http_port=port).gateway_url == url

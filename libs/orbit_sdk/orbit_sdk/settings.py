@@ -8,6 +8,7 @@ traceback.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Self, TypeVar
 
 from pydantic import Field, ValidationError, field_validator, model_validator
@@ -15,7 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from orbit_model.errors import ErrorCode, OrbitError
 
-S = TypeVar("S", bound="ClientSettings")
+S = TypeVar("S", bound=BaseSettings)
 
 
 class SettingsError(OrbitError):
@@ -60,6 +61,35 @@ class ClientSettings(BaseSettings):
         return self
 
 
+class GatewayAddress(BaseSettings):
+    """Where the gateway listens: ``ORBIT_HTTP_HOST`` and ``ORBIT_HTTP_PORT``.
+
+    The services' settings include these (the gateway serves on them), and the
+    ``orbit`` command line reaches the gateway at :attr:`gateway_url` when it is given
+    no ``--url`` (nor ``ORBIT_URL``), so a client started with the same
+    environment as its gateway finds it.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="ORBIT_", extra="ignore", frozen=True)
+
+    http_host: str = "127.0.0.1"
+    http_port: int = Field(8080, ge=1, le=65535)
+
+    @property
+    def gateway_url(self) -> str:
+        """``http://HOST:PORT`` of the gateway on this machine: a wildcard host
+        (``0.0.0.0``, ``::``, empty) is reached on the loopback address of its family."""
+        host = self.http_host or "0.0.0.0"  # an empty host binds every interface too
+        try:
+            address = ipaddress.ip_address(host)
+        except ValueError:
+            return f"http://{host}:{self.http_port}"
+        if address.is_unspecified:
+            address = ipaddress.ip_address("::1" if address.version == 6 else "127.0.0.1")
+        host = f"[{address}]" if address.version == 6 else str(address)
+        return f"http://{host}:{self.http_port}"
+
+
 def load(cls: type[S], **overrides: object) -> S:
     """Settings of class ``cls`` from the environment (and ``overrides``), or a readable error.
 
@@ -86,3 +116,12 @@ def load_client_settings(**overrides: object) -> ClientSettings:
         SettingsError: Naming each bad variable and what is wrong with it.
     """
     return load(ClientSettings, **overrides)
+
+
+def load_gateway_address(**overrides: object) -> GatewayAddress:
+    """Where the gateway listens, from the environment (and ``overrides``).
+
+    Raises:
+        SettingsError: Naming each bad variable and what is wrong with it.
+    """
+    return load(GatewayAddress, **overrides)

@@ -14,18 +14,18 @@ from pydantic import Field, field_validator
 from pydantic_settings import NoDecode
 
 from orbit_model.decider import Limits
-from orbit_sdk.settings import ClientSettings, SettingsError, load
+from orbit_sdk.settings import ClientSettings, GatewayAddress, SettingsError, load
 from orbit_services.runtime.addresses import AllowList
 
 __all__ = ["Settings", "SettingsError", "load_settings"]
 
 
-class Settings(ClientSettings):
-    """Settings of every Orbit service."""
+class Settings(ClientSettings, GatewayAddress):
+    """Settings of every Orbit service. ``http_host`` and ``http_port`` (where the
+    gateway listens) are :class:`GatewayAddress`'s, which the ``orbit`` command
+    line also reads for its default ``--url``."""
 
     database_url: str = "postgresql://postgres@127.0.0.1:5432/orbit"
-    http_host: str = "127.0.0.1"
-    http_port: int = Field(8080, ge=1, le=65535)
     http_adapter_enabled: bool = False
     http_allow_hosts: Annotated[tuple[str, ...], NoDecode] = ()
     """Destinations the HTTP adapter may reach although they are not public: a

@@ -21,11 +21,44 @@ if TYPE_CHECKING:
     from orbit_sdk.settings import ClientSettings
 
 T = TypeVar("T")
-DEFAULT_URL = "http://127.0.0.1:8080"
+DEFAULT_URL = ""
+"""No ``--url`` and no ``ORBIT_URL``: :func:`gateway_url` makes one from the gateway's settings."""
+
+
+def gateway_url(url: str) -> str:
+    """``url`` if one was given; else where the gateway of this environment listens.
+
+    The gateway serves on ``ORBIT_HTTP_HOST:ORBIT_HTTP_PORT``, so the default is
+    built from the same settings (a wildcard host becomes the loopback address):
+    a command run with the environment of its installation reaches that
+    installation's gateway, not whichever one listens on 8080. A bad setting is
+    printed and exits 2.
+    """
+    if url:
+        return url
+    from orbit_sdk.settings import SettingsError, load_gateway_address  # noqa: PLC0415
+
+    try:
+        return load_gateway_address().gateway_url
+    except SettingsError as error:
+        sys.stderr.write(f"{error.message}\n")
+        raise typer.Exit(2) from None
+
 
 Url = Annotated[
     str,
-    typer.Option("--url", envvar="ORBIT_URL", show_envvar=True, help="The gateway's base URL."),
+    typer.Option(
+        "--url",
+        envvar="ORBIT_URL",
+        show_envvar=True,
+        callback=gateway_url,
+        show_default=False,
+        help=(
+            "The gateway's base URL. Default: the gateway of this environment,"
+            " http://ORBIT_HTTP_HOST:ORBIT_HTTP_PORT (127.0.0.1:8080 when they are unset;"
+            " a wildcard host is reached on loopback)."
+        ),
+    ),
 ]
 AsJson = Annotated[bool, typer.Option("--json", help="Print the API's JSON answer.")]
 ExecutionId = Annotated[str, typer.Argument(help="The execution id.", show_default=False)]
