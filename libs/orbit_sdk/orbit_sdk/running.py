@@ -34,12 +34,21 @@ class Running:
 
     assignment: TaskAssignment
     context: TaskContext
+    messages: list[AbstractIncomingMessage]
+    """The deliveries to settle once it ends: its own, and any copy of the same token
+    that came while it ran (a redelivery after a lost connection, or a message
+    published twice)."""
     run: asyncio.Task[TaskOutcome] | None = None
     heartbeat_at: int = 0
     """Epoch ms the task started or last called ``ctx.heartbeat()``: what
     ``heartbeat_timeout`` is judged on."""
     abandoned: bool = False
     """Set when stopping gave up waiting: the task goes back to its queue."""
+
+    async def settle(self, *, requeue: bool) -> None:
+        """Ack its deliveries (the result is out), or give them back (``requeue``)."""
+        for message in self.messages:
+            await settle(message.nack(requeue=True) if requeue else message.ack())
 
 
 @dataclass
@@ -62,12 +71,17 @@ def channel_closed(message: AbstractIncomingMessage) -> bool:
 
 
 async def settle(outcome: Awaitable[object]) -> None:
-    # An ack or nack on a channel that is gone fails; the broker requeues
-    # the message by itself then.
+    """Ack, nack or reject a task message. One whose channel is gone (the connection
+    was lost, which is logged as such) cannot be, and needs not: the broker requeues
+    it by itself, and a worker given it again asks the engine before running it."""
     try:
         await outcome
     except Exception as error:
-        log.warning("settling a task message failed: %r", error)
+        log.info(
+            "settling a task message failed (the broker requeues it): %r",
+            error,
+            extra={"action": "task.settle_failed"},
+        )
 
 
 RESULT_PATIENCE_SECONDS = 30.0

@@ -335,6 +335,13 @@ class Worker:
             )
             await settle(message.reject(requeue=False))
             return
+        held = self._running.get(assignment.token)
+        if held is not None:
+            # This worker still holds the delivery (its run's result is being published
+            # after a lost connection, or the message was published twice): the copy is
+            # settled with the run, not run again.
+            held.messages.append(message)
+            return
         async with self._slots:
             if self._stopping:
                 await settle(message.nack(requeue=True))
@@ -365,7 +372,7 @@ class Worker:
             _send_heartbeat=heartbeat,
         )
         started_at = epoch_ms()
-        running = Running(assignment, context, heartbeat_at=started_at)
+        running = Running(assignment, context, [message], heartbeat_at=started_at)
         self._running[token] = running
         try:
             if not await self._still_wanted(message, running):
@@ -373,7 +380,7 @@ class Worker:
             with self._span(message, assignment) as current:
                 outcome = await self._run(running, definition, assignment, context)
                 if outcome is None:
-                    await settle(message.nack(requeue=True))
+                    await running.settle(requeue=True)
                     return
                 if current is not None:
                     current.set_attribute(
@@ -391,10 +398,10 @@ class Worker:
             )
             assert self._results is not None
             body = encode(result)
-            if await publish_result(self._results, assignment.result_route, body, self._failures):
-                await settle(message.ack())
-            else:
-                await settle(message.nack(requeue=True))
+            published = await publish_result(
+                self._results, assignment.result_route, body, self._failures
+            )
+            await running.settle(requeue=not published)
         finally:
             self._running.pop(token, None)
 
