@@ -506,6 +506,36 @@ async def test_a_worker_stopped_mid_task_gives_it_back(
     assert [type(m).__name__ for m in harness.inbox] == ["TaskResult"]
 
 
+async def test_a_copy_of_a_task_the_worker_holds_is_settled_with_it_not_run(
+    harness: Harness, running: list[Worker]
+) -> None:
+    gate = Gate()
+
+    @task("slow", version="1")
+    async def held(inp: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
+        await gate.hold(ctx)
+        return {}
+
+    await start(running, harness.worker(held, worker_id="w", concurrency=4))
+    # The same assignment twice in the queue (an outbox row published twice).
+    execution_id, token, _ = await harness.live_execution()
+    await harness.dispatch("slow", "1", {}, execution_id, token)
+    await harness.dispatch("slow", "1", {}, execution_id, token)
+    queue = harness.topology.task_queue("slow", "1")
+    await eventually(lambda: _value(gate.running), lambda n: n == 1, what="the task running")
+    await eventually(lambda: harness.ready_messages(queue), lambda n: n == 0, what="both taken")
+    await asyncio.sleep(0.3)
+    assert gate.started == [token]  # the copy did not run
+    gate.opened.set()
+    [result] = await harness.decider_inputs(1)
+    assert isinstance(result, TaskResult)
+    assert result.token == token
+    await running.pop().stop()
+    # Both deliveries were acked with the run: nothing goes back to the queue.
+    assert await harness.ready_messages(queue) == 0
+    assert gate.started == [token]
+
+
 async def test_a_redelivery_the_engine_dispatched_again_since_is_not_run(
     harness: Harness, running: list[Worker]
 ) -> None:

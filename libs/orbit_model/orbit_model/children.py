@@ -26,7 +26,7 @@ from orbit_model.events import Event, ParentReattached, TaskFailure
 from orbit_model.inputs import start_execution
 from orbit_model.ir import CallStep, WorkflowIR
 from orbit_model.messages import CancelChild, Outgoing, StartChild, TaskResult
-from orbit_model.state import ExecutionState, UnitStatus, evolve, replay
+from orbit_model.state import ExecutionState, evolve, replay
 from orbit_model.topology import Topology
 
 _UNSAFE_ID_CHARACTERS = re.compile(r"[^A-Za-z0-9\-_.:]")
@@ -91,21 +91,19 @@ def start_child(
 def parent_waits(parent: ExecutionState | None, start: StartChild) -> bool:
     """Whether the parent still waits for the child ``start`` creates.
 
-    It does not once it has ended, or moved on from the delivery that sent the
-    start (it stopped, cancelled the step or timed it out): the ``CancelChild``
-    it sent then found no child and was dropped, so the new child is created
-    cancelled. An unknown parent (None, or a token it does not know) is taken
-    to wait.
+    It does not once it has ended, or once the step that starts the child is
+    resolved (cancelled as the parent stops): the ``CancelChild`` it sent then
+    found no child and was dropped, so the new child is created cancelled. A
+    step that only moved on to a later attempt (its attempt timed out, it waits
+    to retry) still waits: the retry's start reattaches the child. An unknown
+    parent (None, or a token it does not know) is taken to wait.
     """
     if parent is None or parent.last_seq == 0:
         return True
     if parent.terminal:
         return False
     key = parent.unit_of_token(start.parent_token)
-    if key is None:
-        return True
-    unit = parent.unit(key)
-    return unit.status is UnitStatus.DISPATCHED and unit.token == start.parent_token
+    return key is None or not parent.unit(key).status.resolved
 
 
 def _existing_child(state: ExecutionState, start: StartChild, topology: Topology) -> ChildStart:

@@ -7,7 +7,7 @@ import asyncio
 import importlib.metadata
 import logging
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import aiormq
@@ -123,3 +123,37 @@ async def publish_result(
             )
             await asyncio.sleep(delay)
             delay = min(delay * 2, 2.0)
+
+
+async def still_wanted(running: Running, heartbeat: Callable[[str], Awaitable[None]]) -> bool:
+    """Whether to run a delivery; one that is not is acked (where it still can be).
+
+    A delivery that may not be the only one of its unit (RabbitMQ delivers
+    it again, or the engine dispatched it again after losing a worker) is
+    first named in a heartbeat, which also tells the engine at once that
+    this worker holds it; it is skipped if the answer cancels it (the engine
+    moved on: running it would be one run too many). If the dispatcher does
+    not answer, it runs. A delivery is also skipped once the channel it came
+    on has closed (and no copy came on a live one): it was read from the
+    socket after the connection died (a frozen process waking up), and
+    RabbitMQ gives it to another worker.
+    """
+    assignment = running.assignment
+    first = running.messages[0]
+    if first.redelivered or assignment.redelivery:
+        await heartbeat(assignment.token)
+    if all(channel_closed(message) for message in running.messages):
+        why = "the connection it came on is gone"
+    elif running.context.cancelled.is_set():
+        why = "the engine dispatched it again since"
+    else:
+        return True
+    log.info(
+        "skipping %s of %s: %s",
+        assignment.unit,
+        assignment.execution_id,
+        why,
+        extra={"action": "task.skipped", "execution_id": assignment.execution_id},
+    )
+    await running.settle(requeue=False)
+    return False

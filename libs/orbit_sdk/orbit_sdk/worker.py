@@ -46,13 +46,14 @@ from orbit_sdk.lifecycle import run_until_stopped
 from orbit_sdk.logs import LogThrottle
 from orbit_sdk.rpc import Requester
 from orbit_sdk.running import (
+    RESULT_PATIENCE_SECONDS,
     PendingHeartbeat,
     Running,
-    channel_closed,
     epoch_ms,
     publish_result,
     sdk_version,
     settle,
+    still_wanted,
 )
 from orbit_sdk.session import ControlSession
 from orbit_sdk.settings import ClientSettings, load_client_settings
@@ -197,7 +198,9 @@ class Worker:
         """Stop taking tasks, let running ones finish, give back the rest, unregister.
 
         Tasks still running after ``stop_timeout`` are cancelled and requeued
-        for another worker. Calling it again waits for the first call.
+        for another worker; results still being published (the broker away) get
+        up to :data:`~orbit_sdk.running.RESULT_PATIENCE_SECONDS` more. Calling it
+        again waits for the first call.
         """
         self._stop_requested.set()
         if self._shutdown is None:
@@ -208,7 +211,9 @@ class Worker:
         self._stopping = True
         for queue, tag in self._consumers:
             try:
-                await queue.cancel(tag)
+                # Bounded: while the broker is away, a robust queue waits for it.
+                async with asyncio.timeout(self.register_timeout):
+                    await queue.cancel(tag)
             except Exception as error:
                 log.warning("cancelling the consumer of %s failed: %r", queue.name, error)
         self._consumers = []
@@ -220,7 +225,13 @@ class Worker:
                     running.abandoned = True
                     running.run.cancel()
         if self._handlers:
-            await asyncio.wait(list(self._handlers), timeout=self.register_timeout)
+            # Finished runs may still be publishing their results (the broker may be
+            # away): given their time, then cancelled, so nothing outlives the stop.
+            patience = max(self.register_timeout, RESULT_PATIENCE_SECONDS + 1)
+            _, left = await asyncio.wait(list(self._handlers), timeout=patience)
+            for handler in left:
+                handler.cancel()
+            await asyncio.gather(*left, return_exceptions=True)
         if self._heartbeats is not None:
             self._heartbeats.cancel()
             await asyncio.gather(self._heartbeats, return_exceptions=True)
@@ -308,7 +319,16 @@ class Worker:
         # task that finished meanwhile would lose its result and run again.
         handler = asyncio.create_task(self._handle(message))
         self._handlers.add(handler)
-        handler.add_done_callback(self._handlers.discard)
+        handler.add_done_callback(self._handled)
+
+    def _handled(self, handler: asyncio.Task[None]) -> None:
+        self._handlers.discard(handler)
+        if not handler.cancelled() and handler.exception() is not None:
+            log.error(
+                "handling a task message failed; the broker redelivers it",
+                exc_info=handler.exception(),
+                extra={"action": "task.handler_failed"},
+            )
 
     async def _handle(self, message: AbstractIncomingMessage) -> None:
         if self._stopping:
@@ -335,18 +355,25 @@ class Worker:
             )
             await settle(message.reject(requeue=False))
             return
-        held = self._running.get(assignment.token)
-        if held is not None:
-            # This worker still holds the delivery (its run's result is being published
-            # after a lost connection, or the message was published twice): the copy is
-            # settled with the run, not run again.
-            held.messages.append(message)
+        if self._held_already(assignment, message):
             return
         async with self._slots:
             if self._stopping:
                 await settle(message.nack(requeue=True))
                 return
+            if self._held_already(assignment, message):  # came while waiting for a slot
+                return
             await self._execute(message, assignment, definition)
+
+    def _held_already(self, assignment: TaskAssignment, message: AbstractIncomingMessage) -> bool:
+        """Whether this worker holds the delivery already (its run's result is being
+        published after a lost connection, or the message was published twice): the
+        copy is then settled with that run, not run again."""
+        held = self._running.get(assignment.token)
+        if held is None:
+            return False
+        held.messages.append(message)
+        return True
 
     async def _execute(
         self,
@@ -375,7 +402,10 @@ class Worker:
         running = Running(assignment, context, [message], heartbeat_at=started_at)
         self._running[token] = running
         try:
-            if not await self._still_wanted(message, running):
+            if not await still_wanted(running, self._heartbeat):
+                return
+            if self._stopping:  # while it was being checked
+                await running.settle(requeue=True)
                 return
             with self._span(message, assignment) as current:
                 outcome = await self._run(running, definition, assignment, context)
@@ -403,39 +433,8 @@ class Worker:
             )
             await running.settle(requeue=not published)
         finally:
-            self._running.pop(token, None)
-
-    async def _still_wanted(self, message: AbstractIncomingMessage, running: Running) -> bool:
-        """Whether to run a delivery; one that is not is acked (if it still can be).
-
-        A delivery that may not be the only one of its unit (RabbitMQ delivers
-        it again, or the engine dispatched it again after losing a worker) is
-        first named in a heartbeat, which also tells the engine at once that
-        this worker holds it; it is skipped if the answer cancels it (the engine
-        moved on: running it would be one run too many). If the dispatcher does
-        not answer, it runs. Any delivery is skipped once the channel it came on
-        has closed: it was read from the socket after the connection died (a
-        frozen process waking up), and RabbitMQ gives it to another worker.
-        """
-        assignment = running.assignment
-        if message.redelivered or assignment.redelivery:
-            await self._heartbeat(assignment.token)
-        if channel_closed(message):
-            why = "the connection it came on is gone"
-        elif running.context.cancelled.is_set():
-            why = "the engine dispatched it again since"
-        else:
-            return True
-        log.info(
-            "skipping %s of %s: %s",
-            assignment.unit,
-            assignment.execution_id,
-            why,
-            extra={"action": "task.skipped", "execution_id": assignment.execution_id},
-        )
-        if not channel_closed(message):
-            await settle(message.ack())
-        return False
+            if self._running.get(token) is running:
+                del self._running[token]
 
     def _span(self, message: AbstractIncomingMessage, assignment: TaskAssignment) -> Any:
         """The task's span (a child of the attempt's) when traces are exported, else nothing."""

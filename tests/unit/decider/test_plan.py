@@ -36,7 +36,7 @@ from orbit_model.messages import (
     Wake,
 )
 from orbit_model.plan import Facts, Policy, plan, storable_result
-from orbit_model.state import ExecutionState, evolve, replay
+from orbit_model.state import ExecutionState, UnitStatus, evolve, replay
 
 from .simulator import TOPOLOGY, Simulator, check_messages
 
@@ -198,9 +198,23 @@ def test_a_start_finds_whether_its_parent_still_waits() -> None:
     assert parent_waits(parent, start)
     assert parent_waits(None, start)  # unknown: taken to wait
     assert parent_waits(parent, start.model_copy(update={"parent_token": "p-1:other:1"}))
-    # A start of an earlier delivery of the step: the parent waits for a later one.
-    later = start.model_copy(update={"parent_token": "p-1:kid:0"})
-    assert parent_waits(parent, later) == (parent.unit_of_token("p-1:kid:0") is None)
+    # The step moved on to a later attempt (its first timed out): it still waits,
+    # and the retry's start reattaches the child.
+    retried = parent.model_copy(
+        update={
+            "units": {
+                **parent.units,
+                "kid": parent.unit("kid").model_copy(
+                    update={
+                        "status": UnitStatus.RETRY_WAIT,
+                        "token": None,
+                        "tokens": {**parent.unit("kid").tokens, "p-1:kid:2": 2},
+                    }
+                ),
+            }
+        }
+    )
+    assert parent_waits(retried, start)
     family.deliver("p-1:kid", start)
     assert family.states["p-1:kid"].status == "running"
 
