@@ -7,7 +7,7 @@ import logging
 
 import pytest
 
-from orbit_sdk.logs import LogThrottle, configure_logging
+from orbit_sdk.logs import MAX_CAUSES, LogThrottle, configure_logging
 
 
 @pytest.fixture(autouse=True)
@@ -65,3 +65,17 @@ def test_a_throttle_logs_one_line_per_cause_per_interval_and_counts_the_rest(
         "RabbitMQ is away",
         "Postgres is away: refused (and 5 more like it in the last 12 s)",
     ]
+
+
+def test_a_throttle_forgets_quiet_causes_so_it_stays_bounded() -> None:
+    now = [0.0]
+    throttle = LogThrottle(logging.getLogger("orbit.test"), interval=10, clock=lambda: now[0])
+    for n in range(MAX_CAUSES):
+        throttle.log(logging.DEBUG, f"execution {n} kept changing", "x")
+    now[0] += 11  # all of them quiet now
+    throttle.log(logging.DEBUG, "fresh", "x")
+    assert len(throttle._last) == 1
+    # Causes all still loud are dropped all the same, rather than grow without bound.
+    for n in range(MAX_CAUSES):
+        throttle.log(logging.DEBUG, f"loud {n}", "x")
+    assert len(throttle._last) <= MAX_CAUSES

@@ -62,6 +62,10 @@ def configure_logging(service: str, level: str = "INFO", format: str = "text") -
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+MAX_CAUSES = 1000
+"""Causes a :class:`LogThrottle` remembers before it forgets the quiet ones."""
+
+
 class LogThrottle:
     """One line per cause per interval; the lines held back are counted in the next one.
 
@@ -92,6 +96,8 @@ class LogThrottle:
         """Log ``message`` (``logging`` style) unless ``cause`` was logged within the
         interval; whether it was logged."""
         now = self.clock()
+        if len(self._last) >= MAX_CAUSES and cause not in self._last:
+            self._forget(now)
         last = self._last.get(cause)
         if last is not None and now - last < self.interval:
             self._held[cause] = self._held.get(cause, 0) + 1
@@ -102,3 +108,11 @@ class LogThrottle:
         self._last[cause] = now
         self.logger.log(level, message, *args, **kwargs)
         return True
+
+    def _forget(self, now: float) -> None:
+        """Drop the causes quiet for an interval (a cause may name an execution, so
+        their number has no bound of its own); all of them if none is."""
+        quiet = [cause for cause, last in self._last.items() if now - last >= self.interval]
+        for cause in quiet or list(self._last):
+            self._last.pop(cause, None)
+            self._held.pop(cause, None)
