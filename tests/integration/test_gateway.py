@@ -55,6 +55,7 @@ from orbit_sdk.amqp import Publisher, connect, open_channel
 from orbit_services.gateway import GatewayService, create_app
 from orbit_services.gateway.commands import CommandIntake
 from orbit_services.gateway.executions import Executions
+from orbit_services.gateway.guard import ENVELOPE_BYTES
 from orbit_services.gateway.service import broker_ready
 from orbit_services.runtime.broker import PARK_AFTER, declare_topology
 from orbit_services.runtime.settings import Settings
@@ -67,6 +68,7 @@ from .eventually import eventually
 
 EXAMPLES = Path(__file__).parents[2] / "examples"
 YAML = {"content-type": "application/yaml"}
+JSON = {"content-type": "application/json"}
 
 
 def example(name: str) -> str:
@@ -299,8 +301,85 @@ async def test_a_body_that_is_not_json_is_a_bad_request(gateway: Gateway) -> Non
     plain = await gateway.client.post(
         "/v1/executions", content=b'{"workflow": "x"}', headers={"content-type": "text/plain"}
     )
-    assert error_of(plain)[:2] == (400, "INVALID_REQUEST")
+    assert error_of(plain)[:2] == (415, "UNSUPPORTED_MEDIA_TYPE")
     assert "application/json" in error_of(plain)[2]
+
+
+@pytest.mark.parametrize(
+    "content_type", ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data"]
+)
+async def test_a_body_a_browser_may_send_cross_site_is_refused_and_nothing_stored(
+    gateway: Gateway, content_type: str
+) -> None:
+    await gateway.deploy("hello-world")
+    order = await gateway.start("hello-world", input={"name": "x"})
+    headers = {"content-type": content_type}
+    mutating = [
+        ("/v1/definitions", example("hello-world").replace("1.0.0", "99.0.0").encode()),
+        ("/v1/executions", b'{"workflow": "hello-world", "input": {"name": "y"}}'),
+        (f"/v1/executions/{order}/cancel", b""),
+        (f"/v1/executions/{order}/signals/go", b"{}"),
+    ]
+    for path, body in mutating:
+        answer = await gateway.client.post(path, content=body, headers=headers)
+        assert error_of(answer)[:2] == (415, "UNSUPPORTED_MEDIA_TYPE"), path
+    assert [d.version for d in await gateway.store.list_definitions()] == ["1.0.0"]
+    assert len(await gateway.store.read_events(order)) == 1
+    listed = (await gateway.client.get("/v1/executions")).json()["items"]
+    assert [item["execution_id"] for item in listed] == [order]
+
+
+async def test_a_body_is_bounded_before_it_is_read_and_depth_is_bounded(
+    orbit_env: OrbitEnv,
+) -> None:
+    settings = orbit_env.settings_with(max_payload_bytes=1000, max_definition_bytes=20_000)
+    async with running(orbit_env, settings) as gateway:
+        await gateway.deploy("send-invoice", "order-fulfilment")
+        order = await gateway.start("order-fulfilment", input=ORDER)
+        limit = max(1000 + ENVELOPE_BYTES, 20_000)
+        big = b'{"workflow": "x", "input": "' + b"a" * limit + b'"}'
+        answer = await gateway.client.post("/v1/executions", content=big, headers=JSON)
+
+        async def chunks() -> AsyncIterator[bytes]:  # no Content-Length: counted as it comes
+            for _ in range(limit // 1000 + 2):
+                yield b" " * 1000
+
+        streamed = await gateway.client.post(
+            f"/v1/executions/{order}/signals/approval", content=chunks(), headers=JSON
+        )
+        assert error_of(answer)[:2] == error_of(streamed)[:2] == (413, "PAYLOAD_TOO_LARGE")
+        signal = f"/v1/executions/{order}/signals/approval"
+        await _nested_signals(gateway, signal, (63, 64, 65))
+
+
+async def test_a_body_nested_100000_deep_is_refused_and_the_execution_goes_on(
+    gateway: Gateway,
+) -> None:
+    await gateway.deploy("send-invoice", "order-fulfilment")
+    order = await gateway.start("order-fulfilment", input=ORDER)
+    await _nested_signals(gateway, f"/v1/executions/{order}/signals/approval", (100_000,))
+    start = b'{"workflow": "order-fulfilment", "input": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+    answer = await gateway.client.post("/v1/executions", content=start, headers=JSON)
+    assert error_of(answer)[:2] == (400, "INVALID_REQUEST")
+
+
+async def _nested_signals(gateway: Gateway, signal: str, depths: tuple[int, ...]) -> None:
+    """Signals holding JSON nested ``depth`` deep: past 64, refused with a code and not
+    recorded; the execution goes on, and its view answers."""
+    execution_id = signal.split("/")[3]
+    before = len(await gateway.store.read_events(execution_id))
+    for depth in depths:
+        body = b'{"approved": true, "x": ' + b"[" * (depth - 1) + b"]" * (depth - 1) + b"}"
+        answer = await gateway.client.post(signal, content=body, headers=JSON)
+        if depth > 64:
+            assert error_of(answer)[:2] == (400, "INVALID_REQUEST"), depth
+        else:  # within the limit: the signal's own schema decides
+            assert answer.status_code in (202, 422), (depth, answer.text)
+            before += answer.status_code == 202
+    assert len(await gateway.store.read_events(execution_id)) == before
+    view = await gateway.client.get(f"/v1/executions/{execution_id}")
+    assert view.status_code == 200
+    assert view.json()["status"] == "running"
 
 
 async def test_inputs_and_payloads_over_the_limit_are_refused(orbit_env: OrbitEnv) -> None:
@@ -381,7 +460,7 @@ async def test_signals_are_recorded_or_refused(gateway: Gateway) -> None:
     text = await client.post(
         f"{signals}/approval", content=b"approved", headers={"content-type": "text/plain"}
     )
-    assert error_of(text)[:2] == (400, "INVALID_REQUEST")
+    assert error_of(text)[:2] == (415, "UNSUPPORTED_MEDIA_TYPE")
 
     await gateway.append(order, WorkflowCompleted(output={}))
     finished = await client.post(f"{signals}/approval", json={"approved": False})
@@ -904,3 +983,25 @@ async def test_the_newest_version_is_read_once_a_second_and_at_once_after_a_depl
     await gateway.executions.register(newer.encode(), "application/yaml")
     assert (await registry.resolve("hello-world", None)).ir.version == "1.1.0"  # at once
     assert reads == ["hello-world", "hello-world"]
+
+
+async def test_a_nul_or_a_lone_surrogate_anywhere_is_a_bad_request(gateway: Gateway) -> None:
+    await gateway.deploy("hello-world")
+    order = await gateway.start("hello-world", input={"name": "x"})
+    client = gateway.client
+    answers = [
+        await client.get("/v1/executions/a%00b"),
+        await client.get("/v1/executions", params={"workflow": "a\x00b"}),
+        await client.post("/v1/executions", json={"workflow": "a\x00b"}),
+        await client.post("/v1/executions", json={"workflow": "hello-world", "version": "1\x00"}),
+    ]
+    surrogates = [
+        ("/v1/executions", b'{"workflow": "hello-world", "version": "\\ud800"}'),
+        ("/v1/executions", b'{"workflow": "hello-world", "input": {"name": "\\ud800"}}'),
+        ("/v1/executions", b'{"workflow": "hello-world", "input": {"\\ud800": 1}}'),
+        (f"/v1/executions/{order}/cancel", b'{"reason": "\\ud800"}'),
+    ]
+    for path, body in surrogates:
+        answers.append(await client.post(path, content=body, headers=JSON))
+    assert [error_of(answer)[:2] for answer in answers] == [(400, "INVALID_REQUEST")] * 8
+    assert len(await gateway.store.read_events(order)) == 1

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import math
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbit_model.payloads import payload_problem, payload_size
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.payloads import check_payload, payload_problem, payload_size
 
 # Unicode text: no NUL, and no lone surrogates (half a UTF-16 pair is not text).
 TEXT = st.text(alphabet=st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)))
@@ -65,4 +67,20 @@ def test_deep_nesting_does_not_exhaust_the_stack() -> None:
     value: object = "x"
     for _ in range(50_000):
         value = [value]
-    assert payload_problem(value) is None
+    assert payload_problem(value, max_depth=100_000) is None
+    problem = payload_problem(value)
+    assert problem is not None
+    assert "nested deeper than 64 levels" in problem
+
+
+@pytest.mark.parametrize(("depth", "ok"), [(63, True), (64, True), (65, False)])
+def test_the_depth_limit_counts_arrays_and_objects(depth: int, ok: bool) -> None:
+    value: object = 1
+    for level in range(depth):
+        value = [value] if level % 2 else {"k": value}
+    assert (payload_problem(value) is None) is ok
+    if not ok:
+        with pytest.raises(OrbitError) as refused:
+            check_payload("the input", value)
+        assert refused.value.code is ErrorCode.INVALID_REQUEST
+        assert "ORBIT_MAX_PAYLOAD_DEPTH" in refused.value.message

@@ -16,7 +16,10 @@ def test_defaults_are_the_local_services(monkeypatch: pytest.MonkeyPatch) -> Non
     assert (settings.namespace, settings.http_port) == ("orbit", 8080)
     assert (settings.session_timeout_ms, settings.heartbeat_interval_ms) == (30_000, 5_000)
     assert settings.http_adapter_enabled is False
-    assert settings.max_payload_bytes is None
+    assert settings.max_payload_bytes == 2 * 1024 * 1024
+    assert settings.max_payload_depth == 64
+    assert settings.max_definition_bytes == 1024 * 1024
+    assert (settings.limits.max_history_events, settings.limits.max_fan_out) == (50_000, 10_000)
     assert settings.log_format == "text"
 
 

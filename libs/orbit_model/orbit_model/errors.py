@@ -38,6 +38,8 @@ class ErrorCode(StrEnum):
     DEFINITION_CONFLICT = "DEFINITION_CONFLICT"
     EXECUTION_EXISTS = "EXECUTION_EXISTS"
     PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
+    UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE"
+    """A request body of a type the route does not take (JSON, or YAML for definitions)."""
     RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
     UNAVAILABLE = "UNAVAILABLE"
     """Postgres or RabbitMQ cannot be reached; the request may be tried again."""
@@ -110,6 +112,7 @@ _HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.DEFINITION_CONFLICT: 409,
     ErrorCode.EXECUTION_EXISTS: 409,
     ErrorCode.PAYLOAD_TOO_LARGE: 413,
+    ErrorCode.UNSUPPORTED_MEDIA_TYPE: 415,
     ErrorCode.RESOURCE_EXHAUSTED: 429,
     ErrorCode.UNAVAILABLE: 503,
     ErrorCode.INTERNAL: 500,

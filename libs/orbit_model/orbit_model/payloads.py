@@ -3,8 +3,12 @@
 JSON data that Postgres ``jsonb`` cannot hold is refused before anything is
 stored: strings with the NUL character or a lone surrogate (half of a UTF-16
 pair, which is not Unicode text), and the non-finite numbers NaN and
-Infinity (which JSON has no words for). A size limit, when one is set,
-counts the bytes of the compact JSON text.
+Infinity (which JSON has no words for). Nesting is bounded
+(``ORBIT_MAX_PAYLOAD_DEPTH``, 64 by default): a value nested deeper than the
+JSON readers of Orbit and of its clients can take would be stored and then
+could never be read back. A size limit, when one is set, counts the bytes of
+the compact JSON text. Every check is iterative, so no payload can exhaust
+the stack.
 """
 
 from __future__ import annotations
@@ -15,10 +19,15 @@ from typing import Any
 
 from orbit_model.errors import ErrorCode, OrbitError
 
+DEFAULT_MAX_DEPTH = 64
+"""How deep a payload may nest by default (``ORBIT_MAX_PAYLOAD_DEPTH``): ``[[1]]`` is 2 deep."""
 
-def payload_problem(value: Any, max_bytes: int | None = None) -> str | None:
+
+def payload_problem(
+    value: Any, max_bytes: int | None = None, max_depth: int = DEFAULT_MAX_DEPTH
+) -> str | None:
     """Why ``value`` cannot be stored, or None when it can."""
-    problem = _unstorable(value, "$")
+    problem = _unstorable(value, "$", max_depth)
     if problem is not None:
         return problem
     if max_bytes is not None:
@@ -28,14 +37,17 @@ def payload_problem(value: Any, max_bytes: int | None = None) -> str | None:
     return None
 
 
-def check_payload(what: str, value: Any, max_bytes: int | None = None) -> None:
-    """Refuse a payload a client sent that cannot be stored, or is too large.
+def check_payload(
+    what: str, value: Any, max_bytes: int | None = None, max_depth: int = DEFAULT_MAX_DEPTH
+) -> None:
+    """Refuse a payload a client sent that cannot be stored, is nested too deep, or is
+    too large.
 
     Raises:
         OrbitError: ``INVALID_REQUEST`` naming where the bad value is, or
             ``PAYLOAD_TOO_LARGE`` with its size and the limit.
     """
-    problem = _unstorable(value, "$")
+    problem = _unstorable(value, "$", max_depth)
     if problem is not None:
         raise OrbitError(ErrorCode.INVALID_REQUEST, f"{what} {problem}")
     if max_bytes is None:
@@ -53,11 +65,17 @@ def payload_size(value: Any) -> int:
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
 
 
-def _unstorable(value: Any, path: str) -> str | None:
+def _unstorable(value: Any, path: str, max_depth: int) -> str | None:
     # Iterative, so a deeply nested payload cannot exhaust the stack.
-    pending: list[tuple[Any, str]] = [(value, path)]
+    pending: list[tuple[Any, str, int]] = [(value, path, 0)]
     while pending:
-        item, where = pending.pop()
+        item, where, depth = pending.pop()
+        if isinstance(item, dict | list | tuple):
+            depth += 1
+            if depth > max_depth:
+                return (
+                    f"is nested deeper than {max_depth} levels at {where} (ORBIT_MAX_PAYLOAD_DEPTH)"
+                )
         if isinstance(item, str):
             problem = _text_problem(item)
             if problem is not None:
@@ -70,9 +88,9 @@ def _unstorable(value: Any, path: str) -> str | None:
                 problem = _text_problem(key) if isinstance(key, str) else None
                 if problem is not None:
                     return f"holds {problem} in a key at {where}, which cannot be stored"
-                pending.append((inner, f"{where}.{key}"))
+                pending.append((inner, f"{where}.{key}", depth))
         elif isinstance(item, list | tuple):
-            pending.extend((inner, f"{where}[{index}]") for index, inner in enumerate(item))
+            pending.extend((inner, f"{where}[{index}]", depth) for index, inner in enumerate(item))
     return None
 
 

@@ -45,7 +45,7 @@ from orbit_model.messages import (
 )
 from orbit_model.outgoing import messages_for
 from orbit_model.parked import accept_parked
-from orbit_model.payloads import payload_problem
+from orbit_model.payloads import DEFAULT_MAX_DEPTH, payload_problem
 from orbit_model.state import ExecutionState, evolve
 from orbit_model.steps import unit_call
 from orbit_model.topology import Topology
@@ -65,6 +65,8 @@ class Policy:
     http_adapter_enabled: bool = False
     """Whether http steps are dispatched to the adapter; if not, they fail at once."""
     max_payload_bytes: int | None = None
+    max_payload_depth: int = DEFAULT_MAX_DEPTH
+    """How deep an output may nest (``ORBIT_MAX_PAYLOAD_DEPTH``)."""
     """The largest output a result may store (``ORBIT_MAX_PAYLOAD_BYTES``)."""
 
 
@@ -203,7 +205,7 @@ def accept_input(
             firing of a timer it does not wait on, …).
     """
     if isinstance(item, TaskResult):
-        output, error = storable_result(item, policy.max_payload_bytes)
+        output, error = storable_result(item, policy.max_payload_bytes, policy.max_payload_depth)
         return accept_result(
             state, ir, item.token, output=output, error=error, worker_id=item.worker_id
         )
@@ -223,7 +225,7 @@ def accept_input(
 
 
 def storable_result(
-    result: TaskResult, max_payload_bytes: int | None
+    result: TaskResult, max_payload_bytes: int | None, max_depth: int = DEFAULT_MAX_DEPTH
 ) -> tuple[Any, TaskFailure | None]:
     """The result as it can be stored: one that cannot is a failed attempt instead.
 
@@ -241,7 +243,7 @@ def storable_result(
             message=f"the worker's error could not be stored: it {problem}",
             retryable=result.error.retryable,
         )
-    problem = payload_problem(result.output, max_payload_bytes)
+    problem = payload_problem(result.output, max_payload_bytes, max_depth)
     if problem is None:
         return result.output, None
     too_large = problem.endswith("(ORBIT_MAX_PAYLOAD_BYTES)")

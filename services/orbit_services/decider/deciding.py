@@ -90,6 +90,7 @@ class Deciding:
             limits=settings.limits,
             http_adapter_enabled=settings.http_adapter_enabled,
             max_payload_bytes=settings.max_payload_bytes,
+            max_payload_depth=settings.max_payload_depth,
         )
         self.states = StateCache(store, cache_size, keep_terminal=False)
         self.step_clock = StepClock()

@@ -13,6 +13,7 @@ from fastapi.openapi.utils import get_openapi
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_services.gateway.errors import install_error_handlers
 from orbit_services.gateway.executions import Executions
+from orbit_services.gateway.guard import ENVELOPE_BYTES, BodyGuard
 from orbit_services.gateway.routes import api_router
 from orbit_services.gateway.schemas import ErrorResponse, Health
 from orbit_services.runtime import metrics
@@ -46,6 +47,12 @@ def create_app(executions: Executions, checks: Mapping[str, Check] | None = None
     """
     app = FastAPI(title="Orbit gateway", version=_version(), description=_DESCRIPTION)
     install_error_handlers(app)
+    settings = executions.settings
+    payload = settings.max_payload_bytes
+    limit = (
+        None if payload is None else max(payload + ENVELOPE_BYTES, settings.max_definition_bytes)
+    )
+    app.add_middleware(BodyGuard, max_body_bytes=limit)
     app.include_router(api_router(executions))
     app.include_router(_health_router(dict(checks or {})))
     app.include_router(_metrics_router())

@@ -83,6 +83,7 @@ class Executions:
         self.settings = settings
         self.registry = DefinitionRegistry(store)
         self._max_payload = settings.max_payload_bytes
+        self._max_depth = settings.max_payload_depth
         self._states = StateCache(store, STATE_CACHE_SIZE)
         """What signals, cancels, views and queries read: only new events are read."""
         self._commits = GroupCommit(store)
@@ -104,6 +105,12 @@ class Executions:
             OrbitError: ``INVALID_DEFINITION`` (a :class:`~orbit_model.problems.DefinitionError`),
                 ``CHILD_NOT_REGISTERED`` or ``DEFINITION_CONFLICT``.
         """
+        if len(body) > self.settings.max_definition_bytes:
+            raise OrbitError(
+                ErrorCode.PAYLOAD_TOO_LARGE,
+                f"the definition is {len(body)} bytes; the limit is"
+                f" {self.settings.max_definition_bytes} (ORBIT_MAX_DEFINITION_BYTES)",
+            )
         parsed = definition_from_body(body, is_ir=is_json(content_type))
         definition, created = await self.registry.register(parsed)
         ir = definition.ir
@@ -152,7 +159,7 @@ class Executions:
             execution_id = str(uuid.uuid4())
         else:
             execution_id = _checked_id(command.execution_id)
-        check_payload("the execution input", command.input, self._max_payload)
+        self._check("the execution input", command.input)
         event = start_execution(definition.ir, definition.hash, execution_id, command.input)
         limit = self.settings.max_active_executions
         if limit is not None and await self.store.count_running() >= limit:
@@ -187,7 +194,7 @@ class Executions:
             OrbitError: ``NOT_FOUND``, ``INVALID_REQUEST``, ``PAYLOAD_TOO_LARGE``,
                 ``UNKNOWN_SIGNAL``, ``SIGNAL_PAYLOAD_INVALID`` or ``EXECUTION_FINISHED``.
         """
-        check_payload(f"the payload of signal {name!r}", payload, self._max_payload)
+        self._check(f"the payload of signal {name!r}", payload)
         before, after = await self._apply(
             execution_id, lambda state, ir: accept_signal(state, ir, name, payload, request_id)
         )
@@ -208,7 +215,7 @@ class Executions:
         return await self.view(execution_id)
 
     async def _cancel(self, execution_id: str, reason: str) -> None:
-        check_payload("the cancel reason", reason, self._max_payload)
+        self._check("the cancel reason", reason)
         await self._apply(execution_id, lambda state, _: accept_cancel(state, reason))
 
     async def handle(self, command: Command, message_id: str | None = None) -> Json:
@@ -302,6 +309,9 @@ class Executions:
         ]
 
     # -- internals -------------------------------------------------------------
+
+    def _check(self, what: str, value: Json) -> None:
+        check_payload(what, value, self._max_payload, self._max_depth)
 
     async def _apply(
         self, execution_id: str, accept: Accept

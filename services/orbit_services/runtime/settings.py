@@ -14,6 +14,7 @@ from pydantic import Field, field_validator
 from pydantic_settings import NoDecode
 
 from orbit_model.decider import Limits
+from orbit_model.payloads import DEFAULT_MAX_DEPTH
 from orbit_sdk.settings import ClientSettings, GatewayAddress, SettingsError, load
 from orbit_services.runtime.addresses import AllowList
 
@@ -43,9 +44,14 @@ class Settings(ClientSettings, GatewayAddress):
     http_adapter_concurrency: int = Field(64, ge=1, le=10_000)
     """Requests one HTTP adapter makes at once."""
     max_active_executions: int | None = Field(None, ge=1)
-    max_fan_out: int | None = Field(None, ge=1)
-    max_history_events: int | None = Field(None, ge=10)
-    max_payload_bytes: int | None = Field(None, ge=1)
+    max_fan_out: int | None = Field(10_000, ge=1)
+    max_history_events: int | None = Field(50_000, ge=10)
+    max_payload_bytes: int | None = Field(2 * 1024 * 1024, ge=1)
+    """The largest input, signal payload, cancel reason or task output (compact JSON)."""
+    max_payload_depth: int = Field(DEFAULT_MAX_DEPTH, ge=1, le=1000)
+    """How deep those may nest: deeper values are refused before anything is stored."""
+    max_definition_bytes: int = Field(1024 * 1024, ge=1)
+    """The largest definition a gateway registers (its YAML or IR as sent)."""
     metrics_port: int | None = Field(None, ge=1, le=65535)
     """Where the services other than the gateway serve ``/metrics`` (on
     ``http_host``); unset: they serve none. The gateway always serves it on

@@ -1,0 +1,109 @@
+"""What a request body must be before any route reads it: of a JSON type (or YAML for a
+definition), and no larger than the limits allow, counted as it arrives.
+
+A browser may send a ``text/plain``, form or multipart POST to any site without
+asking first; refusing every other type (415 ``UNSUPPORTED_MEDIA_TYPE``) keeps
+such cross-site requests from registering a definition or cancelling an
+execution, with or without auth. A body over the limit is refused (413
+``PAYLOAD_TOO_LARGE``) from its ``Content-Length`` or, when it has none, as
+soon as more bytes came than allowed: it is never read whole first.
+"""
+
+from __future__ import annotations
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_services.gateway.errors import error_response
+
+ENVELOPE_BYTES = 64 * 1024
+"""Room a body needs beyond its payload (the start request's other fields)."""
+_WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+_YAML_TYPES = frozenset({"application/yaml", "application/x-yaml"})
+
+
+def media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def accepted_type(path: str, content_type: str | None) -> bool:
+    """Whether a body of ``content_type`` may be sent to ``path``: JSON (``application/json``
+    or ``…+json``) anywhere, and YAML to ``/v1/definitions``."""
+    media = media_type(content_type)
+    if media == "application/json" or media.endswith("+json"):
+        return True
+    return path.rstrip("/") == "/v1/definitions" and media in _YAML_TYPES
+
+
+class BodyGuard:
+    """The ASGI middleware that applies the module's rules.
+
+    Args:
+        app: The application behind it.
+        max_body_bytes: The largest body accepted; None: no limit.
+    """
+
+    def __init__(self, app: ASGIApp, max_body_bytes: int | None) -> None:
+        self.app = app
+        self.max_body_bytes = max_body_bytes
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["method"] not in _WITH_BODY:
+            await self.app(scope, receive, send)
+            return
+        headers = {key.lower(): value for key, value in scope["headers"]}
+        raw_type = headers.get(b"content-type")
+        content_type = raw_type.decode("latin-1") if raw_type is not None else None
+        length_text = headers.get(b"content-length", b"").decode("latin-1").strip()
+        length = int(length_text) if length_text.isdigit() else None
+        refusal = self._refusal(scope["path"], content_type, length)
+        if refusal is not None:
+            await error_response(ErrorCode(refusal.code), refusal.message)(scope, receive, send)
+            return
+        await self.app(scope, self._counting(receive, typed=content_type is not None), send)
+
+    def _refusal(
+        self, path: str, content_type: str | None, length: int | None
+    ) -> OrbitError | None:
+        if content_type is not None and not accepted_type(path, content_type):
+            return _unsupported(path)
+        if content_type is None and length:
+            return _unsupported(path)
+        if length is not None and self.max_body_bytes is not None and length > self.max_body_bytes:
+            return _too_large(self.max_body_bytes)
+        return None
+
+    def _counting(self, receive: Receive, *, typed: bool) -> Receive:
+        """``receive``, refusing a body that grows past the limit (or any body without a type)."""
+        limit = self.max_body_bytes
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen and not typed:
+                    raise OrbitError(
+                        ErrorCode.UNSUPPORTED_MEDIA_TYPE, "a body needs a content-type"
+                    )
+                if limit is not None and seen > limit:
+                    raise _too_large(limit)
+            return message
+
+        return counted
+
+
+def _unsupported(path: str) -> OrbitError:
+    kinds = "application/json"
+    if path.rstrip("/") == "/v1/definitions":
+        kinds += ", application/yaml or application/x-yaml"
+    return OrbitError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, f"the body must be sent as {kinds}")
+
+
+def _too_large(limit: int) -> OrbitError:
+    return OrbitError(
+        ErrorCode.PAYLOAD_TOO_LARGE,
+        f"the request body is over {limit} bytes"
+        " (ORBIT_MAX_PAYLOAD_BYTES or ORBIT_MAX_DEFINITION_BYTES)",
+    )
