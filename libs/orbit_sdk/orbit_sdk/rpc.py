@@ -71,7 +71,8 @@ class Requester:
                 persistent=False,
             )
             try:
-                return await asyncio.wait_for(future, timeout)
+                async with asyncio.timeout(timeout):
+                    return await future
             except TimeoutError:
                 raise ReplyTimeout(f"no answer on {exchange!r} within {timeout:g}s") from None
         finally:

@@ -268,7 +268,8 @@ class DeciderService:
         # then give back what was received but not decided.
         async with self._busy:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._committed.join(), _SETTLE_TIMEOUT)
+                async with asyncio.timeout(_SETTLE_TIMEOUT):
+                    await self._committed.join()
             for task in self._tasks:
                 task.cancel()
             for task in self._tasks:

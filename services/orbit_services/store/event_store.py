@@ -86,7 +86,8 @@ class EventStore:
         """
         # What cannot be deleted now is left to the sweep, which publishes it once more.
         with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.outbox.flush_published(), timeout)
+            async with asyncio.timeout(timeout):
+                await self.outbox.flush_published()
         await self.timers.stop_listening()
         await self._db.close(timeout)
 

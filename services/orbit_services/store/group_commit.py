@@ -55,7 +55,8 @@ class GroupCommit:
         """Let the group in flight finish (for ``timeout`` seconds at most)."""
         if self._writer is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(asyncio.shield(self._writer), timeout)
+                async with asyncio.timeout(timeout):
+                    await asyncio.shield(self._writer)
 
     async def _write(self) -> None:
         group: list[tuple[Append, asyncio.Future[list[int]]]] = []

@@ -162,7 +162,8 @@ class Database:
         """Close the pool; one whose connections are not given back within ``timeout``
         seconds (a query whose cancellation Postgres never answered) is terminated."""
         try:
-            await asyncio.wait_for(self._pool.close(), timeout)
+            async with asyncio.timeout(timeout):
+                await self._pool.close()
         except TimeoutError:
             log.warning(
                 "Postgres connections were not given back in %.0f s; closing them hard",

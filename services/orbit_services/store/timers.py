@@ -154,6 +154,7 @@ class _Listener:
         connection = self._connection
         if connection is not None and not connection.is_closed():
             try:
-                await asyncio.wait_for(connection.close(), _CLOSE_SECONDS)
+                async with asyncio.timeout(_CLOSE_SECONDS):
+                    await connection.close()
             except (TimeoutError, OSError, asyncpg.PostgresError):
                 connection.terminate()

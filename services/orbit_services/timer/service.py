@@ -104,8 +104,12 @@ class TimerService:
             wait = SAFETY_POLL_MS
             if self._next_due is not None:
                 wait = min(wait, self._next_due - epoch_ms())
+            # asyncio.timeout, not wait_for: on Python 3.11 a stop() that cancels
+            # this as the wait times out was swallowed by wait_for, and the stop
+            # then waited for ever.
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._nearer.wait(), max(wait, 1) / 1000)
+                async with asyncio.timeout(max(wait, 1) / 1000):
+                    await self._nearer.wait()
 
     async def _gauge(self) -> None:
         assert self._store is not None
