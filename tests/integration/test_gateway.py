@@ -71,6 +71,11 @@ YAML = {"content-type": "application/yaml"}
 JSON = {"content-type": "application/json"}
 
 
+def local_url(settings: Settings) -> str:
+    """The gateway's address as its own host serves it (a ``Host`` it accepts)."""
+    return f"http://127.0.0.1:{settings.http_port}"
+
+
 def example(name: str) -> str:
     return (EXAMPLES / f"{name}.yaml").read_text()
 
@@ -127,7 +132,7 @@ async def running(env: OrbitEnv, settings: Settings) -> AsyncIterator[Gateway]:
             executions, {"postgres": store.ping, "rabbitmq": lambda: broker_ready(connection)}
         )
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        async with httpx.AsyncClient(transport=transport, base_url=local_url(settings)) as client:
             yield Gateway(client, executions, channel, env)
     finally:
         await connection.close()
@@ -757,7 +762,9 @@ async def test_health_and_readiness(gateway: Gateway, orbit_env: OrbitEnv) -> No
         gateway.executions,
         {"postgres": gateway.store.ping, "rabbitmq": lambda: broker_ready(connection)},
     )
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url=local_url(orbit_env.settings)
+    ) as c:
         status, code, message = error_of(await c.get("/readyz"))
     assert (status, code) == (503, "UNAVAILABLE")
     assert "rabbitmq" in message
@@ -775,7 +782,9 @@ async def test_unexpected_errors_are_a_500_without_a_traceback(
     await store.close()  # and every query now fails: Postgres is unavailable
     relay = gateway.executions.relay
     app = create_app(Executions(store, relay, orbit_env.topology, orbit_env.settings))
-    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://t") as c:
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url=local_url(orbit_env.settings)
+    ) as c:
         unavailable = await c.get("/v1/workers")
         assert error_of(unavailable)[:2] == (503, "UNAVAILABLE")
         assert unavailable.headers["Retry-After"] == "2"
@@ -807,7 +816,9 @@ async def test_an_internal_error_is_logged_and_its_cause_kept_from_the_client(
         relay = gateway.executions.relay
         app = create_app(Executions(store, relay, orbit_env.topology, orbit_env.settings))
         transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://t") as client:
+        async with httpx.AsyncClient(
+            transport=transport, base_url=local_url(orbit_env.settings)
+        ) as client:
             status, code, message = error_of(await client.get("/v1/definitions"))
     finally:
         await store.close()
@@ -1005,3 +1016,18 @@ async def test_a_nul_or_a_lone_surrogate_anywhere_is_a_bad_request(gateway: Gate
         answers.append(await client.post(path, content=body, headers=JSON))
     assert [error_of(answer)[:2] for answer in answers] == [(400, "INVALID_REQUEST")] * 8
     assert len(await gateway.store.read_events(order)) == 1
+
+
+async def test_a_host_the_gateway_does_not_serve_is_refused_but_probes_answer(
+    gateway: Gateway,
+) -> None:
+    rebound = {"host": "attacker.example:8080"}
+    answer = await gateway.client.get("/v1/executions", headers=rebound)
+    assert error_of(answer)[:2] == (421, "INVALID_REQUEST")
+    assert "ORBIT_HTTP_ALLOWED_HOSTS" in error_of(answer)[2]
+    posted = await gateway.client.post(
+        "/v1/definitions", content=example("hello-world"), headers={**YAML, **rebound}
+    )
+    assert posted.status_code == 421
+    assert await gateway.store.list_definitions() == []
+    assert (await gateway.client.get("/healthz", headers=rebound)).status_code == 200

@@ -13,7 +13,7 @@ from fastapi.openapi.utils import get_openapi
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_services.gateway.errors import install_error_handlers
 from orbit_services.gateway.executions import Executions
-from orbit_services.gateway.guard import ENVELOPE_BYTES, BodyGuard
+from orbit_services.gateway.guard import ENVELOPE_BYTES, BodyGuard, HostGuard
 from orbit_services.gateway.routes import api_router
 from orbit_services.gateway.schemas import ErrorResponse, Health
 from orbit_services.runtime import metrics
@@ -53,6 +53,12 @@ def create_app(executions: Executions, checks: Mapping[str, Check] | None = None
         None if payload is None else max(payload + ENVELOPE_BYTES, settings.max_definition_bytes)
     )
     app.add_middleware(BodyGuard, max_body_bytes=limit)
+    app.add_middleware(
+        HostGuard,
+        allowed=settings.http_allowed_hosts,
+        bind_host=settings.http_host,
+        port=settings.http_port,
+    )
     app.include_router(api_router(executions))
     app.include_router(_health_router(dict(checks or {})))
     app.include_router(_metrics_router())

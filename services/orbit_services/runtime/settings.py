@@ -33,6 +33,11 @@ class Settings(ClientSettings, GatewayAddress):
     comma-separated list of host names (``*.corp.example`` for subdomains),
     addresses and CIDR networks (``api.internal,10.1.0.0/16,127.0.0.1``).
     Empty: public addresses only (docs/http-steps.md)."""
+    http_allowed_hosts: Annotated[tuple[str, ...], NoDecode] = ()
+    """The ``Host`` values the gateway serves (against DNS rebinding): a comma-separated
+    list of names, each with or without a port (``orbit.example.com,10.0.0.5:8080``);
+    ``*``: any. Empty: ``localhost``, ``127.0.0.1``, ``[::1]`` and ``http_host``, on
+    ``http_port``. Not to be confused with ``http_allow_hosts``, the HTTP adapter's."""
     http_max_response_bytes: int = Field(1_048_576, ge=1)
     """Largest response body an http step reads (decoded); beyond it the step
     fails with ``HTTP_RESPONSE_TOO_LARGE``."""
@@ -75,6 +80,14 @@ class Settings(ClientSettings, GatewayAddress):
         if isinstance(entries, list | tuple):
             entries = tuple(str(entry).strip() for entry in entries if str(entry).strip())
             AllowList.parse(entries)  # a bad entry stops the service, named
+        return entries
+
+    @field_validator("http_allowed_hosts", mode="before")
+    @classmethod
+    def _allowed_hosts(cls, value: Any) -> Any:
+        entries = value.split(",") if isinstance(value, str) else value
+        if isinstance(entries, list | tuple):
+            return tuple(str(entry).strip().lower() for entry in entries if str(entry).strip())
         return entries
 
     @property
