@@ -22,6 +22,9 @@ def register(app: typer.Typer) -> None:
     app.command()(migrate)
     app.command()(service)
     app.command()(dev)
+    from orbit_services.token_cli import token_app  # noqa: PLC0415
+
+    app.add_typer(token_app)
 
 
 def _settings() -> Settings:

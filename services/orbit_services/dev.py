@@ -12,15 +12,21 @@ import asyncio
 import importlib.util
 import sys
 from collections.abc import Callable
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from orbit_model.access import Scope
+from orbit_model.errors import ErrorCode, OrbitError
 from orbit_sdk.client import TERMINAL, OrbitClient
+from orbit_sdk.credentials import credentials_path, save_token, saved_token
 from orbit_sdk.lifecycle import Service, run_until_stopped
 from orbit_sdk.worker import Worker
+from orbit_services.gateway.auth import AUTH_DISABLED_WARNING
 from orbit_services.runner import START_ORDER, build
 from orbit_services.runtime.settings import Settings
+from orbit_services.store import EventStore
 from orbit_services.store.migrate import migrate
 
 Say = Callable[[str], None]
@@ -43,10 +49,47 @@ def load_module(path: Path) -> ModuleType:
     return module
 
 
+async def dev_token(settings: Settings, say: Say) -> str | None:
+    """The admin token of ``orbit dev``, kept where the ``orbit`` commands find it.
+
+    The one saved for this gateway is kept while the database still accepts it
+    as admin; otherwise a new one is made (``dev``, or ``dev-<time>`` when that
+    name is taken) and saved, so that ``orbit …`` and the demo work with no step
+    of the user's. None when authentication is disabled.
+    """
+    if settings.auth == "disabled":
+        say(f"warning: {AUTH_DISABLED_WARNING}")
+        return None
+    url = settings.gateway_url
+    store = await EventStore.connect(settings.database_url, min_size=1, max_size=1)
+    try:
+        saved = saved_token(url)
+        grant = None if saved is None else await store.tokens.grant(saved)
+        if saved is not None and grant is not None and grant.allows(Scope.ADMIN):
+            say(f"API token {grant.name!r} (admin) is saved in {credentials_path()}")
+            return saved
+        for name in ("dev", f"dev-{datetime.now(UTC):%Y%m%d-%H%M%S}"):
+            try:
+                _, secret = await store.tokens.create(name, frozenset({Scope.ADMIN}))
+                break
+            except OrbitError as error:
+                if error.code != ErrorCode.TOKEN_EXISTS:
+                    raise
+        else:  # pragma: no cover - a second dev started within the same second
+            raise OrbitError(ErrorCode.TOKEN_EXISTS, "could not name the dev token")
+    finally:
+        await store.close()
+    path = save_token(url, secret, name)
+    say(f"made the admin API token {name!r} and saved it in {path}:")
+    say('  the orbit commands use it; curl: -H "authorization: Bearer $(orbit login --show)"')
+    return secret
+
+
 async def run_dev(settings: Settings, say: Say, demo_dir: Path | None = None) -> None:
     """Migrate, run every service until SIGTERM/Ctrl-C; with ``demo_dir``, run the demo too."""
     applied = await migrate(settings.database_url, progress=say)
     say(f"database ready ({len(applied)} migrations applied now)")
+    token = await dev_token(settings, say)
     # The HTTP adapter only when it is enabled: otherwise http steps fail at once anyway.
     names = [n for n in START_ORDER if n != "http-adapter" or settings.http_adapter_enabled]
     services: list[Service] = build(names, settings)
@@ -58,14 +101,14 @@ async def run_dev(settings: Settings, say: Say, demo_dir: Path | None = None) ->
     async def when_started() -> None:
         say(f"Orbit is running: gateway at {url}, namespace {settings.namespace!r}")
         if demo_dir is not None:
-            await _demo(url, demo_dir, say)
+            await _demo(url, token, demo_dir, say)
         say("serving until Ctrl-C")
 
     await run_until_stopped(services, when_started=when_started)
 
 
-async def _demo(url: str, demo_dir: Path, say: Say) -> None:
-    async with OrbitClient(url) as client:
+async def _demo(url: str, token: str | None, demo_dir: Path, say: Say) -> None:
+    async with OrbitClient(url, token=token) as client:
         for deployed in await client.deploy(demo_dir):
             state = "registered" if deployed["created"] else "already registered"
             say(f"  {deployed['name']}@{deployed['version']} {state} ({deployed['hash'][:19]}…)")

@@ -153,6 +153,8 @@ async def orbit_env(urls: ServiceUrls, template_database: str) -> AsyncIterator[
         amqp_url=urls.amqp,
         namespace=f"t{suffix}",
         decider_partitions=2,
+        # Most tests are about something else; those of auth turn it on (settings_with).
+        auth="disabled",
     )
     topology = Topology(settings.namespace, settings.decider_partitions)
     try:

@@ -53,6 +53,7 @@ from orbit_model.messages import (
 from orbit_model.state import evolve, replay
 from orbit_sdk.amqp import Publisher, connect, open_channel
 from orbit_services.gateway import GatewayService, create_app
+from orbit_services.gateway.auth import AUTH_DISABLED_WARNING
 from orbit_services.gateway.commands import CommandIntake
 from orbit_services.gateway.executions import Executions
 from orbit_services.gateway.guard import ENVELOPE_BYTES
@@ -751,10 +752,13 @@ async def test_workers_are_grouped_with_their_live_sessions(gateway: Gateway) ->
 
 
 async def test_health_and_readiness(gateway: Gateway, orbit_env: OrbitEnv) -> None:
-    assert (await gateway.client.get("/healthz")).json() == {"status": "ok", "checks": {}}
+    healthy = (await gateway.client.get("/healthz")).json()
+    assert healthy == {"status": "ok", "checks": {}, "warnings": []}
     ready = await gateway.client.get("/readyz")
     assert ready.status_code == 200
     assert ready.json()["checks"] == {"postgres": "ok", "rabbitmq": "ok"}
+    # These tests run with ORBIT_AUTH=disabled, and /readyz says so every time.
+    assert ready.json()["warnings"] == [AUTH_DISABLED_WARNING]
 
     connection: AbstractRobustConnection = await connect(orbit_env.settings.amqp_url)
     await connection.close()

@@ -103,7 +103,7 @@ class _RecordingClient:
 
     urls: ClassVar[list[str]] = []
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, token: str | None = None) -> None:
         self.urls.append(url)
 
     async def __aenter__(self) -> _RecordingClient:

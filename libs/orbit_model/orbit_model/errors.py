@@ -40,6 +40,14 @@ class ErrorCode(StrEnum):
     PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
     UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE"
     """A request body of a type the route does not take (JSON, or YAML for definitions)."""
+    UNAUTHENTICATED = "UNAUTHENTICATED"
+    """The request carries no API token the gateway accepts (none, unknown, expired or
+    revoked: the answer does not say which)."""
+    PERMISSION_DENIED = "PERMISSION_DENIED"
+    """The request's token lacks the scope the route needs, or is narrowed to other
+    workflows."""
+    TOKEN_EXISTS = "TOKEN_EXISTS"
+    """An API token of that name exists (revoked ones keep their names)."""
     RESOURCE_EXHAUSTED = "RESOURCE_EXHAUSTED"
     UNAVAILABLE = "UNAVAILABLE"
     """Postgres or RabbitMQ cannot be reached; the request may be tried again."""
@@ -113,6 +121,9 @@ _HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.EXECUTION_EXISTS: 409,
     ErrorCode.PAYLOAD_TOO_LARGE: 413,
     ErrorCode.UNSUPPORTED_MEDIA_TYPE: 415,
+    ErrorCode.UNAUTHENTICATED: 401,
+    ErrorCode.PERMISSION_DENIED: 403,
+    ErrorCode.TOKEN_EXISTS: 409,
     ErrorCode.RESOURCE_EXHAUSTED: 429,
     ErrorCode.UNAVAILABLE: 503,
     ErrorCode.INTERNAL: 500,

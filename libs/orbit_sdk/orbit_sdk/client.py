@@ -2,7 +2,7 @@
 
 ::
 
-    async with OrbitClient("http://127.0.0.1:8080") as orbit:
+    async with OrbitClient("http://127.0.0.1:8080", token=os.environ["ORBIT_TOKEN"]) as orbit:
         await orbit.deploy("examples/")
         started = await orbit.start("hello-world", {"name": "ada"})
         done = await orbit.wait(started["execution_id"], timeout=30)
@@ -70,6 +70,8 @@ class OrbitClient:
     Args:
         url: The gateway's base URL.
         timeout: Seconds a request may take (a ``wait`` adds its own wait to it).
+        token: The API token sent with every request (``Authorization: Bearer``); None:
+            none is sent (a gateway with ``ORBIT_AUTH=disabled``).
         transport: An httpx transport, for tests or custom networking.
     """
 
@@ -78,11 +80,15 @@ class OrbitClient:
         url: str = "http://127.0.0.1:8080",
         timeout: float = 10.0,
         *,
+        token: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
         self.url = url.rstrip("/")
         self.timeout = timeout
-        self._http = httpx.AsyncClient(base_url=self.url, timeout=timeout, transport=transport)
+        headers = {"authorization": f"Bearer {token}"} if token else None
+        self._http = httpx.AsyncClient(
+            base_url=self.url, timeout=timeout, transport=transport, headers=headers
+        )
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -275,6 +281,35 @@ class OrbitClient:
     async def workers(self) -> builtins.list[dict[str, Any]]:
         """The workers seen in the last hour, with their contracts and sessions."""
         result: builtins.list[dict[str, Any]] = await self._request("GET", "/v1/workers")
+        return result
+
+    # -- API tokens (the admin scope) -------------------------------------------
+
+    async def tokens(self) -> builtins.list[dict[str, Any]]:
+        """Every API token: name, scopes, workflows, created, expires, revoked, last used."""
+        result: builtins.list[dict[str, Any]] = await self._request("GET", "/v1/tokens")
+        return result
+
+    async def create_token(
+        self,
+        name: str,
+        scopes: Iterable[str],
+        workflows: Iterable[str] = (),
+        expires_in: str | None = None,
+    ) -> dict[str, Any]:
+        """Make an API token; the answer's ``token`` is its secret, shown this once."""
+        body = {
+            "name": name,
+            "scopes": builtins.list(scopes),
+            "workflows": builtins.list(workflows),
+            "expires_in": expires_in,
+        }
+        result: dict[str, Any] = await self._request("POST", "/v1/tokens", json=body)
+        return result
+
+    async def revoke_token(self, name: str) -> dict[str, Any]:
+        """Revoke an API token: every gateway refuses it from now on."""
+        result: dict[str, Any] = await self._request("POST", f"/v1/tokens/{_segment(name)}/revoke")
         return result
 
 

@@ -7,15 +7,23 @@ from collections.abc import Awaitable, Callable, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 
-from fastapi import APIRouter, FastAPI, Response
+from fastapi import APIRouter, FastAPI, Request, Response
+from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 
 from orbit_model.errors import ErrorCode, OrbitError
+from orbit_services.gateway.auth import (
+    AUTH_DISABLED_WARNING,
+    OPEN_PATHS,
+    Authenticate,
+    grant_of,
+)
 from orbit_services.gateway.errors import install_error_handlers
 from orbit_services.gateway.executions import Executions
 from orbit_services.gateway.guard import ENVELOPE_BYTES, BodyGuard, HostGuard
 from orbit_services.gateway.routes import api_router
 from orbit_services.gateway.schemas import ErrorResponse, Health
+from orbit_services.gateway.token_routes import token_router
 from orbit_services.runtime import metrics
 
 Check = Callable[[], Awaitable[object]]
@@ -52,7 +60,21 @@ def create_app(executions: Executions, checks: Mapping[str, Check] | None = None
     limit = (
         None if payload is None else max(payload + ENVELOPE_BYTES, settings.max_definition_bytes)
     )
+    # Added last, run first: the Host check, then the token, then the body's type and size.
     app.add_middleware(BodyGuard, max_body_bytes=limit)
+    auth_on = settings.auth != "disabled"
+    app.add_middleware(
+        Authenticate,
+        tokens=executions.store.tokens if auth_on else None,
+        open_paths=OPEN_PATHS | ({"/metrics"} if settings.metrics_public else set()),
+    )
+    if settings.http_cors_origins:
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(settings.http_cors_origins),
+            allow_methods=["GET", "POST"],
+            allow_headers=["authorization", "content-type"],
+        )
     app.add_middleware(
         HostGuard,
         allowed=settings.http_allowed_hosts,
@@ -60,13 +82,15 @@ def create_app(executions: Executions, checks: Mapping[str, Check] | None = None
         port=settings.http_port,
     )
     app.include_router(api_router(executions))
-    app.include_router(_health_router(dict(checks or {})))
-    app.include_router(_metrics_router())
+    app.include_router(token_router(executions.store.tokens))
+    warnings = [] if auth_on else [AUTH_DISABLED_WARNING]
+    app.include_router(_health_router(dict(checks or {}), warnings))
+    app.include_router(_metrics_router(public=settings.metrics_public))
     app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
     return app
 
 
-def _health_router(checks: dict[str, Check]) -> APIRouter:
+def _health_router(checks: dict[str, Check], warnings: list[str]) -> APIRouter:
     router = APIRouter()
 
     @router.get("/healthz", response_model=Health, summary="The process answers")
@@ -85,7 +109,7 @@ def _health_router(checks: dict[str, Check]) -> APIRouter:
         failing = [f"{name}: {result}" for name, result in results.items() if result != "ok"]
         if failing:
             raise OrbitError(ErrorCode.UNAVAILABLE, "not ready: " + "; ".join(failing))
-        return {"status": "ready", "checks": results}
+        return {"status": "ready", "checks": results, "warnings": warnings}
 
     return router
 
@@ -101,7 +125,7 @@ async def _probe(check: Check) -> str:
     return "ok"
 
 
-def _metrics_router() -> APIRouter:
+def _metrics_router(*, public: bool) -> APIRouter:
     router = APIRouter()
 
     @router.get(
@@ -110,7 +134,9 @@ def _metrics_router() -> APIRouter:
         response_class=Response,
         responses={200: {"content": {"text/plain": {}}}},
     )
-    async def prometheus_metrics() -> Response:
+    async def prometheus_metrics(request: Request) -> Response:
+        if not public:
+            await grant_of(request)  # any valid token
         body, content_type = metrics.exposition()
         return Response(body, media_type=content_type)
 

@@ -16,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.routing import Match, Route
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from orbit_model.errors import ErrorCode, OrbitError
@@ -43,6 +44,8 @@ def _error_body(code: str, message: str, status: int, details: Any = None) -> JS
         error["details"] = details
     # 503: what the gateway needs is away; a client may try again shortly.
     headers = {"Retry-After": str(RETRY_AFTER_SECONDS)} if status == 503 else None
+    if status == 401:  # RFC 9110: a 401 names the scheme the client must use
+        headers = {"WWW-Authenticate": 'Bearer realm="orbit"'}
     return JSONResponse({"error": error}, status_code=status, headers=headers)
 
 
@@ -95,8 +98,24 @@ async def _http_error(request: Request, error: Exception) -> JSONResponse:
     if error.status_code == 404:
         message = f"no such resource: {request.method} {request.url.path}"
         return error_response(ErrorCode.NOT_FOUND, message, 404)
-    # 405 and friends keep their status: the request, not Orbit, is wrong.
-    return error_response(ErrorCode.INVALID_REQUEST, str(error.detail), error.status_code)
+    # 405 and friends keep their status: the request, not Orbit, is wrong; and their
+    # headers. A 405 lists the methods the path takes in `Allow` (RFC 9110).
+    response = error_response(ErrorCode.INVALID_REQUEST, str(error.detail), error.status_code)
+    response.headers.update(error.headers or {})
+    if error.status_code == 405:
+        response.headers["Allow"] = _allowed_methods(request)
+    return response
+
+
+def _allowed_methods(request: Request) -> str:
+    """The methods of every route of the request's path, for ``Allow``: Starlette names
+    only those of the first route it finds, and ``/v1/executions`` has one for GET and
+    another for POST."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        if isinstance(route, Route) and route.matches(request.scope)[0] is not Match.NONE:
+            methods |= route.methods or set()
+    return ", ".join(sorted(methods))
 
 
 def describe_validation(errors: Sequence[Any]) -> str:

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from orbit_model.access import UNRESTRICTED, Grant, Scope, like_pattern
 from orbit_model.compiler import Definition, definition_from_body
 from orbit_model.cursors import decode_cursor, encode_cursor
 from orbit_model.errors import ErrorCode, OrbitError
@@ -95,15 +96,19 @@ class Executions:
 
     # -- definitions -----------------------------------------------------------
 
-    async def register(self, body: bytes, content_type: str | None) -> dict[str, Json]:
+    async def register(
+        self, body: bytes, content_type: str | None, grant: Grant = UNRESTRICTED
+    ) -> dict[str, Json]:
         """Register a definition: ``{name, version, hash, created}``.
 
         The body is compiled IR if ``content_type`` is JSON, YAML otherwise.
         ``created`` is False when this very definition was registered before.
+        ``grant``: what the caller may do (its workflow patterns are checked once
+        the definition's name is known).
 
         Raises:
             OrbitError: ``INVALID_DEFINITION`` (a :class:`~orbit_model.problems.DefinitionError`),
-                ``CHILD_NOT_REGISTERED`` or ``DEFINITION_CONFLICT``.
+                ``CHILD_NOT_REGISTERED``, ``DEFINITION_CONFLICT`` or ``PERMISSION_DENIED``.
         """
         if len(body) > self.settings.max_definition_bytes:
             raise OrbitError(
@@ -112,6 +117,7 @@ class Executions:
                 f" {self.settings.max_definition_bytes} (ORBIT_MAX_DEFINITION_BYTES)",
             )
         parsed = definition_from_body(body, is_ir=is_json(content_type))
+        grant.require(Scope.DEFINITIONS_WRITE, parsed.ir.name)
         definition, created = await self.registry.register(parsed)
         ir = definition.ir
         return {"name": ir.name, "version": ir.version, "hash": definition.hash, "created": created}
@@ -292,6 +298,11 @@ class Executions:
         definition = await self.registry.by_hash(state.definition_hash)
         return {"value": evaluate_query(state, definition.ir, name)}
 
+    async def workflow_of(self, execution_id: str) -> str | None:
+        """The workflow the execution runs; None when there is no such execution."""
+        row = await self.store.execution(execution_id)
+        return None if row is None else row.workflow
+
     async def workers(self) -> list[dict[str, Json]]:
         """Workers seen in the last hour: ``[{worker_id, runtime, sdk, contracts, online, …}]``.
 
@@ -405,8 +416,11 @@ class Executions:
         workflow: str | None = None,
         limit: int = 50,
         cursor: str | None = None,
+        grant: Grant = UNRESTRICTED,
     ) -> dict[str, Json]:
         """Executions newest first: ``{items, next_cursor}``; pass ``next_cursor`` for more.
+
+        A ``grant`` narrowed to some workflows lists only theirs.
 
         Raises:
             OrbitError: ``INVALID_REQUEST`` for an unknown status, a limit outside
@@ -420,7 +434,10 @@ class Executions:
         if not 1 <= limit <= MAX_PAGE:
             raise OrbitError(ErrorCode.INVALID_REQUEST, f"limit must be within 1..{MAX_PAGE}")
         before = None if cursor is None else decode_cursor(cursor)
-        rows = await self.store.list_executions(status, workflow, before, limit + 1)
+        if workflow is not None:
+            grant.require(Scope.EXECUTIONS_READ, workflow)
+        like_any = None if grant.everything else [like_pattern(p) for p in grant.workflows]
+        rows = await self.store.list_executions(status, workflow, before, limit + 1, like_any)
         page = rows[:limit]
         more = len(rows) > limit
         return {

@@ -7,8 +7,17 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
+from orbit_model.access import Grant, Scope
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.messages import StartExecution
+from orbit_services.gateway.auth import (
+    DefinitionsWrite,
+    ExecutionsCancel,
+    ExecutionsRead,
+    ExecutionsSignal,
+    ExecutionsStart,
+    WorkersRead,
+)
 from orbit_services.gateway.executions import MAX_PAGE, MAX_WAIT_SECONDS, Executions
 from orbit_services.gateway.schemas import (
     CancelRequest,
@@ -59,6 +68,16 @@ async def _json_payload(request: Request) -> Any:
         raise OrbitError(ErrorCode.INVALID_REQUEST, "the body is nested too deep") from None
 
 
+async def _visible(executions: Executions, grant: Grant, execution_id: str) -> None:
+    """Refuse an execution of a workflow the token is not narrowed to, as if it did not
+    exist: a narrowed token learns nothing of other workflows' executions."""
+    if grant.everything:
+        return
+    workflow = await executions.workflow_of(execution_id)
+    if workflow is not None and not grant.covers(workflow):
+        raise OrbitError(ErrorCode.NOT_FOUND, f"execution {execution_id!r} not found")
+
+
 def api_router(executions: Executions) -> APIRouter:
     """The routes of the API over ``executions``."""
     router = APIRouter(
@@ -78,20 +97,23 @@ def _definition_routes(router: APIRouter, executions: Executions) -> None:
         openapi_extra=_DEFINITION_BODY,
         summary="Register a workflow definition (YAML, or compiled IR as JSON)",
     )
-    async def register_definition(request: Request, response: Response) -> dict[str, Any]:
+    async def register_definition(
+        request: Request, response: Response, grant: DefinitionsWrite
+    ) -> dict[str, Any]:
         registered = await executions.register(
-            await request.body(), request.headers.get("content-type")
+            await request.body(), request.headers.get("content-type"), grant
         )
         if not registered["created"]:
             response.status_code = 200
         return registered
 
     @router.get("/definitions", response_model=list[DefinitionSummary])
-    async def list_definitions() -> list[dict[str, Any]]:
-        return await executions.definitions()
+    async def list_definitions(grant: ExecutionsRead) -> list[dict[str, Any]]:
+        return [item for item in await executions.definitions() if grant.covers(item["name"])]
 
     @router.get("/definitions/{name}/{version}", summary="The stored IR of one definition")
-    async def get_definition(name: str, version: str) -> dict[str, Any]:
+    async def get_definition(name: str, version: str, grant: ExecutionsRead) -> dict[str, Any]:
+        grant.require(Scope.EXECUTIONS_READ, name)
         return await executions.definition_ir(name, version)
 
 
@@ -99,7 +121,10 @@ def _execution_routes(router: APIRouter, executions: Executions) -> None:
     """Starting executions and reading them."""
 
     @router.post("/executions", status_code=201, response_model=Started)
-    async def start_execution(body: StartRequest, response: Response) -> dict[str, Any]:
+    async def start_execution(
+        body: StartRequest, response: Response, grant: ExecutionsStart
+    ) -> dict[str, Any]:
+        grant.require(Scope.EXECUTIONS_START, body.workflow)
         started = await executions.start(StartExecution(**body.model_dump()))
         if not started["created"]:
             response.status_code = 200
@@ -107,12 +132,13 @@ def _execution_routes(router: APIRouter, executions: Executions) -> None:
 
     @router.get("/executions", response_model=ExecutionPage)
     async def list_executions(
+        grant: ExecutionsRead,
         status: Status | None = None,
         workflow: str | None = None,
         limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 50,
         cursor: str | None = None,
     ) -> dict[str, Any]:
-        return await executions.list(status, workflow, limit, cursor)
+        return await executions.list(status, workflow, limit, cursor, grant)
 
     @router.get(
         "/executions/{execution_id}",
@@ -121,6 +147,7 @@ def _execution_routes(router: APIRouter, executions: Executions) -> None:
     )
     async def get_execution(
         execution_id: str,
+        grant: ExecutionsRead,
         wait: Annotated[
             float | None,
             Query(
@@ -130,12 +157,14 @@ def _execution_routes(router: APIRouter, executions: Executions) -> None:
             ),
         ] = None,
     ) -> dict[str, Any]:
+        await _visible(executions, grant, execution_id)
         if wait is None:
             return await executions.view(execution_id)
         return await executions.wait(execution_id, wait)
 
     @router.get("/executions/{execution_id}/history", response_model=list[HistoryEntry])
-    async def get_history(execution_id: str) -> list[dict[str, Any]]:
+    async def get_history(execution_id: str, grant: ExecutionsRead) -> list[dict[str, Any]]:
+        await _visible(executions, grant, execution_id)
         return await executions.history(execution_id)
 
 
@@ -148,8 +177,9 @@ def _message_routes(router: APIRouter, executions: Executions) -> None:
         response_model_exclude_unset=True,
     )
     async def cancel_execution(
-        execution_id: str, body: CancelRequest | None = None
+        execution_id: str, grant: ExecutionsCancel, body: CancelRequest | None = None
     ) -> dict[str, Any]:
+        await _visible(executions, grant, execution_id)
         return await executions.cancel(execution_id, body.reason if body else "")
 
     @router.post(
@@ -162,15 +192,18 @@ def _message_routes(router: APIRouter, executions: Executions) -> None:
         execution_id: str,
         name: str,
         request: Request,
+        grant: ExecutionsSignal,
         request_id: Annotated[str | None, Query(description=SIGNAL_REQUEST_ID)] = None,
     ) -> dict[str, Any]:
+        await _visible(executions, grant, execution_id)
         payload = await _json_payload(request)
         return {"seq": await executions.signal(execution_id, name, payload, request_id)}
 
     @router.get("/executions/{execution_id}/queries/{name}", response_model=QueryValue)
-    async def run_query(execution_id: str, name: str) -> dict[str, Any]:
+    async def run_query(execution_id: str, name: str, grant: ExecutionsRead) -> dict[str, Any]:
+        await _visible(executions, grant, execution_id)
         return await executions.query(execution_id, name)
 
     @router.get("/workers", response_model=list[WorkerView])
-    async def list_workers() -> list[dict[str, Any]]:
+    async def list_workers(_grant: WorkersRead) -> list[dict[str, Any]]:
         return await executions.workers()

@@ -144,3 +144,5 @@ class WorkerView(BaseModel):
 class Health(BaseModel):
     status: str
     checks: dict[str, str] = Field(default_factory=dict)
+    warnings: list[str] = Field(default_factory=list)
+    """What an operator should know (authentication disabled)."""

@@ -14,6 +14,7 @@ from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.topology import Topology
 from orbit_sdk.amqp import Publisher, connect, open_channel
 from orbit_services.gateway.app import create_app
+from orbit_services.gateway.auth import AUTH_DISABLED_WARNING
 from orbit_services.gateway.commands import CommandIntake
 from orbit_services.gateway.executions import Executions
 from orbit_services.runtime.broker import consume, declare_topology
@@ -54,6 +55,19 @@ async def broker_ready(connection: AbstractRobustConnection) -> None:
         raise ConnectionError("the connection to RabbitMQ is closed")
     channel = await connection.channel()
     await channel.close()
+
+
+async def _say_how_requests_are_authenticated(settings: Settings, store: EventStore) -> None:
+    """Warn at every start when nothing guards the API, or when no token could pass it."""
+    if settings.auth == "disabled":
+        log.warning(AUTH_DISABLED_WARNING, extra={"action": "gateway.auth_disabled"})
+        return
+    if await store.tokens.usable() == 0:
+        log.warning(
+            "no API token exists yet, so every request will be refused with 401;"
+            " make one with: orbit token create --name admin --scope admin",
+            extra={"action": "gateway.no_tokens"},
+        )
 
 
 class GatewayService:
@@ -129,6 +143,7 @@ class GatewayService:
             self.port,
             extra={"action": "gateway.listening", "port": self.port},
         )
+        await _say_how_requests_are_authenticated(settings, store)
         consuming = await open_channel(connection, prefetch=COMMAND_PREFETCH)
         self._intake = CommandIntake(executions, publisher)
         self._consumer = await consume(consuming, self.topology.commands, self._intake.on_message)

@@ -8,7 +8,7 @@ names the variable, never a traceback.
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 from pydantic_settings import NoDecode
@@ -38,6 +38,15 @@ class Settings(ClientSettings, GatewayAddress):
     list of names, each with or without a port (``orbit.example.com,10.0.0.5:8080``);
     ``*``: any. Empty: ``localhost``, ``127.0.0.1``, ``[::1]`` and ``http_host``, on
     ``http_port``. Not to be confused with ``http_allow_hosts``, the HTTP adapter's."""
+    http_cors_origins: Annotated[tuple[str, ...], NoDecode] = ()
+    """Web origins (``https://console.example.com``) whose pages may call the API from a
+    browser: a comma-separated list. Empty: no CORS headers at all."""
+    auth: Literal["tokens", "disabled"] = "tokens"
+    """``tokens``: every API request needs a token (``orbit token create``); ``disabled``:
+    anyone who reaches the gateway may do everything (a warning says so at start and on
+    ``/readyz``)."""
+    metrics_public: bool = False
+    """Whether ``/metrics`` answers without a token (for a scraper inside the network)."""
     http_max_response_bytes: int = Field(1_048_576, ge=1)
     """Largest response body an http step reads (decoded); beyond it the step
     fails with ``HTTP_RESPONSE_TOO_LARGE``."""
@@ -88,6 +97,19 @@ class Settings(ClientSettings, GatewayAddress):
         entries = value.split(",") if isinstance(value, str) else value
         if isinstance(entries, list | tuple):
             return tuple(str(entry).strip().lower() for entry in entries if str(entry).strip())
+        return entries
+
+    @field_validator("http_cors_origins", mode="before")
+    @classmethod
+    def _cors_origins(cls, value: Any) -> Any:
+        entries = value.split(",") if isinstance(value, str) else value
+        if isinstance(entries, list | tuple):
+            origins = tuple(str(entry).strip().rstrip("/") for entry in entries)
+            origins = tuple(origin for origin in origins if origin)
+            for origin in origins:
+                if origin != "*" and not origin.startswith(("http://", "https://")):
+                    raise ValueError(f"{origin!r} is not an origin such as https://host:port")
+            return origins
         return entries
 
     @property

@@ -41,6 +41,7 @@ from orbit_services.store.rows import (
 )
 from orbit_services.store.sessions import SessionStore
 from orbit_services.store.timers import TimerStore
+from orbit_services.store.tokens import TokenStore
 
 log = logging.getLogger("orbit.store")
 
@@ -59,6 +60,8 @@ class EventStore:
         self._db = database
         self.sessions = SessionStore(database)
         """Worker sessions and dispatcher beats."""
+        self.tokens = TokenStore(database)
+        """The gateway's API tokens."""
         self.timers = TimerStore(database, url)
         """Due timers, the next due time, and the LISTEN connection that announces nearer ones."""
         self.outbox = OutboxStore(database)
@@ -172,10 +175,17 @@ class EventStore:
         workflow: str | None = None,
         before: int | None = None,
         limit: int = 50,
+        like_any: list[str] | None = None,
     ) -> list[ExecutionRow]:
-        """Executions newest first; ``before`` is the position the last page ended at."""
+        """Executions newest first; ``before`` is the position the last page ended at;
+        ``like_any``: only those whose workflow matches one of these ``LIKE`` patterns."""
         rows = await self._db.fetch(
-            sql.LIST_EXECUTIONS, status=status, workflow=workflow, before=before, limit=limit
+            sql.LIST_EXECUTIONS,
+            status=status,
+            workflow=workflow,
+            before=before,
+            limit=limit,
+            workflows=like_any,
         )
         return [_execution_row(row) for row in rows]
 

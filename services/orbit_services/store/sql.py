@@ -140,12 +140,14 @@ SELECT execution_id, position, workflow, version, definition_hash, status, paren
 FROM executions WHERE execution_id = :execution_id
 """)
 
+# ``:workflows``: LIKE patterns of the workflows a narrowed token may see; NULL: all.
 LIST_EXECUTIONS = S("""
 SELECT execution_id, position, workflow, version, definition_hash, status, parent,
        created_at, closed_at
 FROM executions
 WHERE (:status::text IS NULL OR status = :status)
   AND (:workflow::text IS NULL OR workflow = :workflow)
+  AND (:workflows::text[] IS NULL OR workflow LIKE ANY(:workflows))
   AND (:before::bigint IS NULL OR position < :before)
 ORDER BY position DESC
 LIMIT :limit
@@ -306,3 +308,36 @@ CREATE_MIGRATIONS_TABLE = S(
 )
 APPLIED_MIGRATIONS = S("SELECT number FROM schema_migrations")
 RECORD_MIGRATION = S("INSERT INTO schema_migrations (number, name) VALUES (:number, :name)")
+
+# -- API tokens (orbit_services.store.tokens) ----------------------------------
+
+INSERT_TOKEN = S("""
+INSERT INTO api_tokens (name, digest, scopes, workflows, expires_at)
+VALUES (:name, :digest, :scopes, :workflows, :expires_at)
+ON CONFLICT (name) DO NOTHING
+RETURNING name, scopes, workflows, created_at, expires_at, revoked_at, last_used_at
+""")
+
+LIST_TOKENS = S("""
+SELECT name, scopes, workflows, created_at, expires_at, revoked_at, last_used_at
+FROM api_tokens ORDER BY created_at, name
+""")
+
+REVOKE_TOKEN = S("""
+UPDATE api_tokens SET revoked_at = coalesce(revoked_at, now()) WHERE name = :name
+RETURNING name, scopes, workflows, created_at, expires_at, revoked_at, last_used_at
+""")
+
+# The grant of a presented token: Postgres's clock decides expiry, so that every
+# gateway replica agrees whatever its own clock says.
+TOKEN_GRANT = S("""
+SELECT name, scopes, workflows FROM api_tokens
+WHERE digest = :digest AND revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+""")
+
+TOUCH_TOKEN = S("UPDATE api_tokens SET last_used_at = now() WHERE name = :name")
+
+COUNT_USABLE_TOKENS = S("""
+SELECT count(*) FROM api_tokens
+WHERE revoked_at IS NULL AND (expires_at IS NULL OR expires_at > now())
+""")

@@ -12,7 +12,7 @@ from importlib.metadata import entry_points
 
 import typer
 
-from orbit_sdk.cli import executions, local
+from orbit_sdk.cli import executions, local, login
 
 PLUGIN_GROUP = "orbit.commands"
 """The entry-point group of the packages that add commands to ``orbit``."""
@@ -32,6 +32,7 @@ def build_app() -> typer.Typer:
     )
     local.register(app)
     executions.register(app)
+    login.register(app)
     for plugin in entry_points(group=PLUGIN_GROUP):
         plugin.load()(app)
     return app

@@ -1,6 +1,9 @@
 """What every ``orbit`` command shares: the ``--url`` and ``--json`` options, running a
 coroutine, and turning each failure into ``CODE: message`` and an exit code.
 
+A command that calls the gateway sends the API token of ``ORBIT_TOKEN``, or the
+one ``orbit login`` saved for that gateway (:mod:`orbit_sdk.credentials`).
+
 Exit codes: 0 ok, 1 the operation failed (``CODE: message`` on stderr), 2 a
 usage error (a bad option, a bad setting), 130 interrupted.
 """
@@ -114,8 +117,10 @@ def call(url: str, work: Callable[[OrbitClient], Awaitable[T]]) -> T:
     if parts.scheme not in ("http", "https") or not parts.netloc:
         raise typer.BadParameter(f"{url!r} is not an http:// or https:// URL", param_hint="--url")
 
+    from orbit_sdk.credentials import token_for  # noqa: PLC0415
+
     async def with_client() -> T:
-        async with OrbitClient(url) as client:
+        async with OrbitClient(url, token=token_for(url)) as client:
             return await work(client)
 
     try:

@@ -1,0 +1,111 @@
+"""Who is asking: every request but the probes and the API's description carries an API
+token (``Authorization: Bearer …``), and each route names the scope it needs.
+
+:class:`Authenticate` (ASGI middleware) looks the token up before anything
+else reads the request, so an unauthenticated caller learns nothing, not even
+which routes exist or what their bodies must be: it gets 401
+``UNAUTHENTICATED`` whether the token is missing, unknown, expired or revoked,
+after the same one lookup by digest. A route then takes its grant through
+:func:`permit`, which answers 403 ``PERMISSION_DENIED`` for a missing scope;
+what a token narrowed to some workflows may see is checked where the
+workflow is known (:mod:`.routes`).
+
+With ``ORBIT_AUTH=disabled`` every request gets :data:`~orbit_model.access.UNRESTRICTED`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Annotated, Any
+
+from fastapi import Depends, Request
+from starlette.types import ASGIApp, Receive, Send
+from starlette.types import Scope as AsgiScope
+
+from orbit_model.access import UNRESTRICTED, Grant, Scope, bearer_token
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_services.gateway.errors import error_response
+from orbit_services.store.tokens import TokenStore
+
+log = logging.getLogger("orbit.gateway")
+
+OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs", "/redoc"})
+"""Served without a token: the probes, and the API's description (it holds no data)."""
+AUTH_DISABLED_WARNING = (
+    "authentication is disabled (ORBIT_AUTH=disabled): anyone who reaches this gateway"
+    " may do everything"
+)
+_UNAUTHENTICATED = (
+    "this request needs a valid API token: send Authorization: Bearer TOKEN"
+    " (orbit token create makes one)"
+)
+
+
+class Authenticate:
+    """The ASGI middleware that puts each request's :class:`Grant` in its state.
+
+    Args:
+        app: The application behind it.
+        tokens: Where tokens are looked up; None: authentication is disabled.
+        open_paths: Paths served without a token.
+    """
+
+    def __init__(
+        self, app: ASGIApp, tokens: TokenStore | None, open_paths: frozenset[str] = OPEN_PATHS
+    ) -> None:
+        self.app = app
+        self.tokens = tokens
+        self.open_paths = open_paths
+
+    async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] in self.open_paths:
+            await self.app(scope, receive, send)
+            return
+        if self.tokens is None:
+            grant: Grant | None = UNRESTRICTED
+        else:
+            header = dict(scope["headers"]).get(b"authorization")
+            token = bearer_token(header.decode("latin-1") if header is not None else None)
+            try:
+                grant = await self.tokens.grant(token)
+            except OrbitError as error:  # Postgres away: 503, as every other route says
+                code = ErrorCode(error.code)
+                await error_response(code, error.message)(scope, receive, send)
+                return
+        if grant is None:
+            response = error_response(ErrorCode.UNAUTHENTICATED, _UNAUTHENTICATED)
+            await response(scope, receive, send)
+            return
+        scope.setdefault("state", {})["grant"] = grant
+        await self.app(scope, receive, send)
+
+
+# The dependencies are coroutines only so that FastAPI runs them on the event loop:
+# a plain function would be sent to a thread pool, a hop per request for nothing.
+async def grant_of(request: Request) -> Grant:
+    """The request's grant, as :class:`Authenticate` left it."""
+    grant = request.scope.get("state", {}).get("grant")
+    if not isinstance(grant, Grant):  # pragma: no cover - every API route is behind the guard
+        raise OrbitError(ErrorCode.INTERNAL, "the request passed no authentication")
+    return grant
+
+
+def permit(scope: Scope) -> Any:
+    """A route's dependency: its grant, if it holds ``scope`` (403 otherwise)."""
+
+    async def dependency(request: Request) -> Grant:
+        grant = await grant_of(request)
+        grant.require(scope)
+        return grant
+
+    return Depends(dependency)
+
+
+# Route parameters that are the request's grant, once it holds the scope.
+DefinitionsWrite = Annotated[Grant, permit(Scope.DEFINITIONS_WRITE)]
+ExecutionsStart = Annotated[Grant, permit(Scope.EXECUTIONS_START)]
+ExecutionsRead = Annotated[Grant, permit(Scope.EXECUTIONS_READ)]
+ExecutionsSignal = Annotated[Grant, permit(Scope.EXECUTIONS_SIGNAL)]
+ExecutionsCancel = Annotated[Grant, permit(Scope.EXECUTIONS_CANCEL)]
+WorkersRead = Annotated[Grant, permit(Scope.WORKERS_READ)]
+Admin = Annotated[Grant, permit(Scope.ADMIN)]
