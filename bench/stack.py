@@ -28,9 +28,11 @@ import asyncpg
 import httpx
 
 from bench import workflows
+from orbit_model.access import Scope
 from orbit_model.topology import Topology
 from orbit_sdk import OrbitClient
 from orbit_services.runtime.settings import Settings, load_settings
+from orbit_services.store import EventStore
 from orbit_services.store.migrate import migrate
 
 SERVICES = ("decider", "dispatcher", "timer", "gateway")
@@ -126,6 +128,9 @@ class BenchStack:
                 "ORBIT_DECIDER_PARTITIONS": str(self.partitions),
                 "ORBIT_HTTP_PORT": str(self.http_port),
                 "ORBIT_LOG_LEVEL": "WARNING",
+                # Auth stays on (its cost is part of every request); counters.py
+                # scrapes /metrics, so the gateway serves it without a token.
+                "ORBIT_METRICS_PUBLIC": "true",
                 "BENCH_WORKER_CONCURRENCY": str(self.worker_concurrency),
                 "PYTHONPATH": str(ROOT),
             }
@@ -166,6 +171,7 @@ class BenchStack:
     async def _start(self) -> None:
         self.say(f"database {self.database}, namespace {self.namespace}")
         await migrate(self.settings.database_url)
+        await self._make_token()
         for name in SERVICES:
             await self._spawn(name, "service", name)
         await self._wait_gateway()
@@ -177,13 +183,23 @@ class BenchStack:
         await self._wait_consumers()
         self.say(f"worker up: pid {self.procs['worker'].pid}")
 
+    async def _make_token(self) -> None:
+        """An admin token for the bench's client, made on the database as an operator would."""
+        store = await EventStore.connect(self.settings.database_url, min_size=1, max_size=1)
+        try:
+            _, token = await store.tokens.create("bench", frozenset({Scope.ADMIN}))
+        finally:
+            await store.close()
+        await self.client.close()
+        self.client = OrbitClient(f"http://127.0.0.1:{self.http_port}", timeout=60.0, token=token)
+
     async def _wait_gateway(self, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         async with httpx.AsyncClient() as http:
             while True:
                 self.check_alive()
                 try:
-                    response = await http.get(f"http://127.0.0.1:{self.http_port}/v1/definitions")
+                    response = await http.get(f"http://127.0.0.1:{self.http_port}/readyz")
                     if response.status_code == 200:
                         return
                 except httpx.TransportError:

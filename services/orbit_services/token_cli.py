@@ -101,7 +101,7 @@ def create(
         return await tokens.create(name, granted, patterns, expires_at, secret)
 
     row, made = _run(make)
-    _report_created(row, None if secret is None else made, secret_env)
+    _report_created(row, made if secret is None else None, secret_env)
 
 
 def _report_created(row: Any, secret: str | None, secret_env: str | None) -> None:

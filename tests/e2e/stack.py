@@ -15,6 +15,7 @@ from typing import Any
 
 from orbit_sdk import OrbitClient, Worker
 from orbit_sdk.lifecycle import Service
+from orbit_services.dev import dev_token
 from orbit_services.runner import build
 from orbit_services.runtime.settings import Settings
 
@@ -44,7 +45,9 @@ async def running_stack(
     settings = Settings(**{**settings.model_dump(), "http_port": free_port()})
     started: list[Service] = []
     worker: Worker | None = None
-    client = OrbitClient(f"http://127.0.0.1:{settings.http_port}")
+    # With auth on, an admin token as `orbit dev` makes one: saved where the CLI finds it.
+    token = await dev_token(settings, say=lambda _: None)
+    client = OrbitClient(f"http://127.0.0.1:{settings.http_port}", token=token)
     try:
         for service in build(services, settings):
             await service.start()

@@ -32,7 +32,8 @@ async def test_the_tour_runs_as_written(orbit_env: OrbitEnv, tmp_path: Path) -> 
     workflow, worker, commands = _tour()
     (tmp_path / "approve.yaml").write_text(workflow)
     (tmp_path / "expenses.py").write_text(worker)
-    async with running_stack(orbit_env.settings) as stack:
+    # Auth on, as `make demo` runs it: the token `orbit dev` saved is what the CLI uses.
+    async with running_stack(orbit_env.settings_with(auth="tokens")) as stack:
         settings = stack.settings
         env = {
             **os.environ,
