@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 PYTEST_WORKERS ?= auto
 
-.PHONY: install test lint format demo bench lock asyncapi clean
+.PHONY: install test lint format demo bench lock asyncapi clean compose-secrets
 
 install: $(VENV)/.installed
 
@@ -64,3 +64,8 @@ asyncapi: install
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache .hypothesis
+
+# The .env compose.yaml needs: random Postgres and RabbitMQ passwords and an admin
+# API token (kept when .env holds them already); docs/operations.md, "Containers".
+compose-secrets:
+	$(PYTHON) ops/compose/write_env.py .env

@@ -67,6 +67,13 @@ async def test_tokens_are_made_on_the_database_and_used_through_login(
     create_ci = ("token", "create", "--name", "ci", "--scope", "executions:start")
     status, out, err = await _orbit(managed, *create_ci, "--secret-env", "CI_SECRET")
     assert (status, out) == (0, ""), err
+    # Again with the same secret (an init step run twice): done, and not a conflict.
+    status, out, err = await _orbit(managed, *create_ci, "--secret-env", "CI_SECRET")
+    assert (status, out) == (0, ""), err
+    status, _, err = await _orbit(
+        managed, *create_ci[:3], "ci-2", *create_ci[4:], "--secret-env", "CI_SECRET"
+    )
+    assert (status, err.split(":")[0]) == (1, "TOKEN_EXISTS")
     status, _, err = await _orbit(managed, *create_ci, "--secret-env", "SHORT_SECRET")
     assert (status, err.split(":")[0]) == (1, "INVALID_REQUEST")
 

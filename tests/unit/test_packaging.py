@@ -11,6 +11,7 @@ import importlib
 import json
 import os
 import re
+import runpy
 import tomllib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -44,6 +45,15 @@ DOCKERFILE = ROOT / "Dockerfile"
 DOCKERIGNORE = ROOT / ".dockerignore"
 PREFIX = str(Settings.model_config.get("env_prefix", ""))
 SETTING_NAMES = {PREFIX + name.upper() for name in Settings.model_fields}
+# Read by the orbit command line, not by the services' settings.
+CLIENT_VARIABLES = {"ORBIT_URL", "ORBIT_TOKEN", "ORBIT_CREDENTIALS"}
+# compose.yaml has no default for a secret: `make compose-secrets` draws each.
+SECRETS = {"POSTGRES_PASSWORD", "RABBITMQ_PASSWORD", "ORBIT_ADMIN_TOKEN"}
+SECRET_VALUES = {
+    "POSTGRES_PASSWORD": "pg-secret",
+    "RABBITMQ_PASSWORD": "mq-secret",
+    "ORBIT_ADMIN_TOKEN": "orbit_" + "t" * 43,
+}
 
 
 # -- reading compose.yaml ----------------------------------------------------------
@@ -55,10 +65,13 @@ _BRACED = re.compile(r"(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:(?P<op>:?[-?+])(?P<def
 
 
 def interpolate(text: str) -> str:
-    """``text`` as Compose reads it with no variable set: each ``${NAME:-default}`` its default.
+    """``text`` as Compose reads it with only the secrets set (the .env of
+    ``make compose-secrets``): each ``${NAME:-default}`` its default, each secret's
+    ``${NAME:?message}`` the value of :data:`SECRET_VALUES`.
 
-    A variable without a default (``$NAME``, ``${NAME}``, ``${NAME:?message}``)
-    fails the test: ``docker compose up`` must work without a .env file.
+    Any other variable without a default (``$NAME``, ``${NAME}``,
+    ``${NAME:?message}``) fails the test: ``docker compose up`` must need
+    nothing but the secrets.
     """
 
     def replace(match: re.Match[str]) -> str:
@@ -70,6 +83,9 @@ def interpolate(text: str) -> str:
             raise AssertionError(f"{text!r}: ${match['bare']} has no default")
         braced = _BRACED.fullmatch(match["braced"])
         assert braced is not None, f"{text!r}: cannot read ${{{match['braced']}}}"
+        if braced["name"] in SECRETS:
+            assert braced["op"] == ":?", f"{text!r}: a secret must not have a default"
+            return SECRET_VALUES[braced["name"]]
         assert braced["op"] in (":-", "-"), f"{text!r}: ${{{braced['name']}}} has no default"
         return interpolate(braced["default"])
 
@@ -188,6 +204,11 @@ def orbit_command(args: list[str]) -> Any:
     parent = group.make_context("orbit", [], resilient_parsing=True)
     command = group.get_command(parent, args[0])
     assert command is not None, f"`orbit {args[0]}` is not a command"
+    while hasattr(command, "get_command") and len(args) > 1:  # a group: `orbit token create`
+        parent = command.make_context(args[0], [], parent=parent, resilient_parsing=True)
+        args = args[1:]
+        command = command.get_command(parent, args[0])
+        assert command is not None, f"`{args[0]}` is not a subcommand"
     try:
         return command.make_context(args[0], list(args[1:]), parent=parent)
     except typer.TyperException as error:  # the usage errors of typer's click
@@ -410,7 +431,7 @@ def test_the_settings_prefix_is_the_one_compose_uses() -> None:
 @pytest.mark.parametrize("name", collected(services))
 def test_orbit_variables_are_real_settings(name: str) -> None:
     names = {key for key in environment_of(services()[name]) if key.startswith(PREFIX)}
-    unknown = names - SETTING_NAMES
+    unknown = names - SETTING_NAMES - CLIENT_VARIABLES
     assert not unknown, f"{name}: not Orbit settings: {sorted(unknown)}"
 
 
@@ -425,7 +446,7 @@ def test_each_container_starts_with_valid_settings_of_this_stack(
 ) -> None:
     spec = orbit_containers()[name]
     settings = settings_of(spec, monkeypatch)
-    if not {key for key in environment_of(spec) if key.startswith(PREFIX)}:
+    if not {key for key in environment_of(spec) if key.startswith(PREFIX)} - CLIENT_VARIABLES:
         # Only the client commands go without settings: they take the gateway's --url.
         assert command_of(spec)[0] in {"deploy", "start"}, name
         return
@@ -542,9 +563,13 @@ def test_scalable_services_can_run_several_replicas(name: str) -> None:
 def test_every_orbit_container_waits_for_the_migration() -> None:
     migrate = "migrate"
     assert depends_on(services()[migrate]) == {"postgres": "service_healthy"}
-    for name in set(orbit_containers()) - {migrate}:
+    for name, spec in orbit_containers().items():
+        if name == migrate:
+            continue
         assert migrate in waits_for(name), name
-        assert {"postgres", "rabbitmq"} <= waits_for(name), name
+        # `orbit token` works on the database alone.
+        needs = {"postgres"} if command_of(spec)[0] == "token" else {"postgres", "rabbitmq"}
+        assert needs <= waits_for(name), name
     for name, spec in orbit_containers().items():
         if command_of(spec)[:1] in (["service"], ["worker"]):
             assert depends_on(spec)[migrate] == "service_completed_successfully", name
@@ -605,6 +630,25 @@ def test_mounts_and_volumes_exist() -> None:
 
 
 # -- compose: the demo -------------------------------------------------------------
+
+
+def test_the_secrets_have_no_default_and_make_compose_secrets_draws_each() -> None:
+    text = COMPOSE_FILE.read_text(encoding="utf-8")
+    used = {name for name in SECRETS if "${" + name + ":?" in text}
+    assert used == SECRETS
+    assert not re.search(r"PASSWORD:-|ADMIN_TOKEN:-", text)
+    write_env = runpy.run_path(str(ROOT / "ops" / "compose" / "write_env.py"))
+    assert set(write_env["DRAWN"]) == SECRETS
+
+
+def test_the_clients_of_the_stack_use_the_admin_token_it_registers() -> None:
+    token = orbit_command(command_of(services()["admin-token"]))
+    assert token.params["scopes"] == ["admin"]
+    variable = token.params["secret_env"]
+    registered = environment_of(services()["admin-token"])[variable]
+    for name in ("deploy-examples", "demo"):
+        assert environment_of(services()[name])["ORBIT_TOKEN"] == registered, name
+        assert "admin-token" in waits_for(name), name
 
 
 def test_the_demo_deploys_the_examples_then_starts_a_valid_execution() -> None:

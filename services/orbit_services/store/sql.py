@@ -314,7 +314,7 @@ RECORD_MIGRATION = S("INSERT INTO schema_migrations (number, name) VALUES (:numb
 INSERT_TOKEN = S("""
 INSERT INTO api_tokens (name, digest, scopes, workflows, expires_at)
 VALUES (:name, :digest, :scopes, :workflows, :expires_at)
-ON CONFLICT (name) DO NOTHING
+ON CONFLICT DO NOTHING
 RETURNING name, scopes, workflows, created_at, expires_at, revoked_at, last_used_at
 """)
 

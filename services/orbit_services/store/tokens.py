@@ -97,6 +97,8 @@ class TokenStore:
 
         Args:
             secret: A secret made elsewhere (a secrets manager's); drawn here if None.
+                Made again with the same name and secret, the token is answered as it
+                is (so a deployment's init step may run twice).
 
         Raises:
             OrbitError: ``TOKEN_EXISTS`` when ``name`` is taken (revoked tokens keep
@@ -108,6 +110,7 @@ class TokenStore:
             raise OrbitError(
                 ErrorCode.INVALID_REQUEST, "an admin token cannot be narrowed to workflows"
             )
+        given = secret is not None
         if secret is None:
             secret = new_secret()
         elif len(secret) < MIN_SECRET_CHARS or not secret.isprintable() or " " in secret:
@@ -124,7 +127,14 @@ class TokenStore:
             expires_at=expires_at,
         )
         if record is None:
-            raise OrbitError(ErrorCode.TOKEN_EXISTS, f"a token named {name!r} exists already")
+            # Made again from the same given secret (a deployment's init step run
+            # twice): the token is there as asked, which is not a conflict.
+            if given and (grant := await self._grant(secret)) is not None and grant.name == name:
+                existing = [row for row in await self.list() if row.name == name]
+                return existing[0], secret
+            raise OrbitError(
+                ErrorCode.TOKEN_EXISTS, f"a token named {name!r}, or of that secret, exists already"
+            )
         return _row(record), secret
 
     async def list(self) -> list[TokenRow]:
@@ -149,14 +159,18 @@ class TokenStore:
         included): the answer for a missing token must not come sooner than the
         answer for a wrong one.
         """
+        grant = await self._grant(token)
+        if grant is not None:
+            await self._touch(grant.name)
+        return grant
+
+    async def _grant(self, token: str) -> Grant | None:
         record = await self._db.fetchrow(sql.TOKEN_GRANT, digest=token_digest(token))
         if record is None:
             return None
         # A scope this version does not know (written by a newer one) grants nothing.
         scopes = frozenset(Scope(scope) for scope in record["scopes"] if scope in _KNOWN_SCOPES)
-        grant = Grant(record["name"], scopes, tuple(record["workflows"]))
-        await self._touch(grant.name)
-        return grant
+        return Grant(record["name"], scopes, tuple(record["workflows"]))
 
     async def usable(self) -> int:
         """How many tokens are neither revoked nor expired."""

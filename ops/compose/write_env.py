@@ -1,0 +1,56 @@
+"""Write the ``.env`` that ``compose.yaml`` needs: random passwords and an admin API token.
+
+    python3 ops/compose/write_env.py          # or: make compose-secrets
+
+compose.yaml refuses to start without ``POSTGRES_PASSWORD``,
+``RABBITMQ_PASSWORD`` and ``ORBIT_ADMIN_TOKEN``, so that no installation runs
+with a well-known password. This draws each one that ``.env`` does not hold
+yet (URL-safe: the passwords go into ``ORBIT_DATABASE_URL`` and
+``ORBIT_AMQP_URL``), keeps the others, and writes the file readable by its
+owner only. The passwords take effect when the volumes are first created;
+the token is registered (by digest) by the ``admin-token`` container at every
+start, and the ``orbit`` commands inside the stack use it. Standard library
+only: it runs before anything is installed.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from pathlib import Path
+
+DRAWN = {
+    "POSTGRES_PASSWORD": lambda: secrets.token_urlsafe(24),
+    "RABBITMQ_PASSWORD": lambda: secrets.token_urlsafe(24),
+    "ORBIT_ADMIN_TOKEN": lambda: "orbit_" + secrets.token_urlsafe(32),
+}
+
+
+def _existing(path: Path) -> dict[str, str]:
+    if not path.exists():
+        return {}
+    found = {}
+    for line in path.read_text(encoding="utf-8").splitlines():
+        name, sep, value = line.partition("=")
+        if sep and not line.lstrip().startswith("#"):
+            found[name.strip()] = value.strip()
+    return found
+
+
+def main(path: Path) -> int:
+    existing = _existing(path)
+    missing = [name for name in DRAWN if not existing.get(name)]
+    if not missing:
+        print(f"{path} holds every secret compose.yaml needs; nothing changed")
+        return 0
+    lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+    lines += [f"{name}={DRAWN[name]()}" for name in missing]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    os.chmod(path, 0o600)
+    print(f"wrote {', '.join(missing)} to {path} (readable by you only)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(".env")))
