@@ -86,6 +86,11 @@ class ErrorCode(StrEnum):
     MESSAGE_PARKED = "MESSAGE_PARKED"
     """A consumer parked a message the attempt depended on (its result did not decode,
     or kept failing); retryable."""
+    HISTORY_UNREADABLE = "HISTORY_UNREADABLE"
+    """An event of the execution's stored history no longer decodes (its JSON nests too
+    deep, a field no longer validates, its kind is unknown): the decider failed the
+    execution, which nothing could be decided for again; a signal, cancel or query of
+    it is refused (409)."""
     # the http steps' own failures (docs/http-steps.md); an error status is HTTP_<status>
     HTTP_INVALID_URL = "HTTP_INVALID_URL"
     HTTP_DESTINATION_FORBIDDEN = "HTTP_DESTINATION_FORBIDDEN"
@@ -146,6 +151,7 @@ _HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.CANCELLED: 409,
     ErrorCode.DELIVERY_LIMIT_EXCEEDED: 422,
     ErrorCode.MESSAGE_PARKED: 422,
+    ErrorCode.HISTORY_UNREADABLE: 409,
     ErrorCode.HTTP_INVALID_URL: 400,
     ErrorCode.HTTP_DESTINATION_FORBIDDEN: 403,
     ErrorCode.HTTP_TIMEOUT: 504,

@@ -294,6 +294,12 @@ Event = Annotated[
     Field(discriminator="type"),
 ]
 
+TERMINAL_EVENTS: frozenset[str] = frozenset(
+    {"WorkflowCompleted", "WorkflowFailed", "WorkflowCancelled", "WorkflowTimedOut"}
+)
+"""The types of the events that end an execution (after one, a history only records
+what came too late, such as a zombie worker's result)."""
+
 _EVENT = TypeAdapter(Event)
 _EVENTS = TypeAdapter(list[Event])
 

@@ -31,13 +31,21 @@ from orbit_model.messages import (
 from orbit_model.plan import Facts, Plan, Policy, liveness_key, plan
 from orbit_model.state import ExecutionState
 from orbit_model.topology import Topology
+from orbit_model.unreadable import fail_unreadable
 from orbit_services.decider.spans import SpanRecorder
 from orbit_services.decider.step_clock import StepClock
 from orbit_services.runtime import metrics
 from orbit_services.runtime.broker import TaskQueues
 from orbit_services.runtime.clock import epoch_ms
 from orbit_services.runtime.settings import Settings
-from orbit_services.store import Append, AppendConflict, EventStore, OutboxMessage, StateCache
+from orbit_services.store import (
+    Append,
+    AppendConflict,
+    EventStore,
+    HistoryUnreadable,
+    OutboxMessage,
+    StateCache,
+)
 
 log = logging.getLogger("orbit.decider")
 
@@ -60,6 +68,8 @@ class _Turn:
     plan: Plan
     append: Append
     definition: WorkflowIR | None
+    unreadable: HistoryUnreadable | None = None
+    """Why the turn fails the execution, when its history no longer decodes."""
 
 
 def _outbox_message(outgoing: Outgoing) -> OutboxMessage:
@@ -148,21 +158,27 @@ class Deciding:
             if not any(isinstance(item, Wake) for item in items)
             and self.states.get(execution_id) is not None
         }
-        states = await self.states.current(list(groups), trusted)
+        states, unreadable = await self.states.current_or_unreadable(list(groups), trusted)
         now = self.clock()
         turns: list[_Turn] = []
         unsure: list[str] = []
         for execution_id, items in groups.items():
-            turn = await self._turn(states[execution_id], items, now)
+            if execution_id in unreadable:
+                turn = await self._unreadable_turn(unreadable[execution_id])
+            else:
+                turn = await self._turn(states[execution_id], items, now)
             if execution_id in trusted and (turn is None or not turn.plan.events):
                 # Appending no event, it would not lose on the key if stale.
                 unsure.append(execution_id)
             elif turn is not None:
                 turns.append(turn)
         if unsure:
-            fresh = await self.states.current(unsure)
+            fresh, unreadable = await self.states.current_or_unreadable(unsure)
             for execution_id in unsure:
-                turn = await self._turn(fresh[execution_id], groups[execution_id], now)
+                if execution_id in unreadable:
+                    turn = await self._unreadable_turn(unreadable[execution_id])
+                else:
+                    turn = await self._turn(fresh[execution_id], groups[execution_id], now)
                 if turn is not None:
                     turns.append(turn)
         return turns
@@ -197,6 +213,37 @@ class Deciding:
         ir = facts.definition or facts.children.get(decided.state.definition_hash)
         return _Turn(decided, append, ir)
 
+    async def _unreadable_turn(self, unreadable: HistoryUnreadable) -> _Turn | None:
+        """The turn that fails an execution whose history no longer decodes; None once
+        its history holds its end (its inputs are then dropped: there is nothing to do).
+
+        Appended after the last stored event, without decoding the bad one, so the
+        failure never depends on what cannot be read.
+        """
+        execution_id = unreadable.execution_id
+        if unreadable.ended:
+            log.debug(
+                "input for an ended execution whose history cannot be read dropped",
+                extra={"action": "input.history_unreadable", "execution_id": execution_id},
+            )
+            return None
+        before = unreadable.before
+        ir = await self._definition(before.definition_hash) if before.definition_hash else None
+        failure = unreadable.event.failure()
+        end = fail_unreadable(before, execution_id, failure, ir, self.topology)
+        append = Append(
+            execution_id,
+            unreadable.last_seq,
+            [end.event],
+            end.state,
+            # What the table holds, not what ``before`` says: events after the bad one
+            # may have set others. A terminal state has none, so all are cleared.
+            timers_before=await self.store.timers.of(execution_id),
+            outbox=[_outbox_message(outgoing) for outgoing in end.messages],
+        )
+        decided = Plan(before, end.state, [end.event], end.messages)
+        return _Turn(decided, append, ir, unreadable)
+
     async def _facts(self, state: ExecutionState, items: list[DeciderInput]) -> Facts:
         definition = None
         if state.last_seq > 0:
@@ -209,8 +256,10 @@ class Deciding:
                 if child is not None:
                     children[item.definition_hash] = child
                 parent_ids.append(item.parent_execution_id)
-        # Does the parent still wait for the child it starts? (Read as it is now.)
-        parents = await self.states.current(parent_ids) if parent_ids else {}
+        # Does the parent still wait for the child it starts? (Read as it is now.) A parent
+        # whose history cannot be read is left out, taken to wait: it ends when the child
+        # answers it.
+        parents = (await self.states.current_or_unreadable(parent_ids))[0] if parent_ids else {}
         # Schedule and heartbeat deadlines are judged on who holds the delivery now.
         heartbeats: dict[str, int | None] = {}
         for item in items:
@@ -260,6 +309,14 @@ class Deciding:
             before, after = turn.plan.before, turn.plan.state
             execution_id = turn.append.execution_id
             self.states.put(execution_id, after)
+            if turn.unreadable is not None:
+                # Once: later inputs find the failure in its history, and are dropped.
+                log.error(
+                    "execution %s failed: %s",
+                    execution_id,
+                    turn.unreadable.event.failure().message,
+                    extra={"action": "execution.history_unreadable", "execution_id": execution_id},
+                )
             for item in groups[execution_id]:
                 if isinstance(item, TaskResult) and item.started_at is not None:
                     unit = before.unit_of_token(item.token)

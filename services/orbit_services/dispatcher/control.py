@@ -254,7 +254,10 @@ class ControlHandler:
     async def _held(self, request: Heartbeat) -> dict[str, ExecutionState]:
         """The current state of each execution a heartbeat names (those that exist)."""
         ids = sorted({task.execution_id for task in request.inflight})
-        states = await self._states.current(ids)
+        # One whose history no longer decodes is left out, so its tasks are cancelled:
+        # it cannot go on (the decider fails it), and the worker's other tasks must
+        # not lose their heartbeat over it.
+        states, _unreadable = await self._states.current_or_unreadable(ids)
         return {eid: state for eid, state in states.items() if state.last_seq > 0}
 
     async def unregister(self, request: UnregisterWorker) -> Unregistered:

@@ -51,6 +51,7 @@ from orbit_services.store import (
     EventStore,
     ExecutionRow,
     GroupCommit,
+    HistoryUnreadable,
     OutboxMessage,
     OutboxRelay,
     StateCache,
@@ -198,7 +199,8 @@ class Executions:
 
         Raises:
             OrbitError: ``NOT_FOUND``, ``INVALID_REQUEST``, ``PAYLOAD_TOO_LARGE``,
-                ``UNKNOWN_SIGNAL``, ``SIGNAL_PAYLOAD_INVALID`` or ``EXECUTION_FINISHED``.
+                ``UNKNOWN_SIGNAL``, ``SIGNAL_PAYLOAD_INVALID``, ``EXECUTION_FINISHED``
+                or ``HISTORY_UNREADABLE``.
         """
         self._check(f"the payload of signal {name!r}", payload)
         before, after = await self._apply(
@@ -214,8 +216,8 @@ class Executions:
 
         Raises:
             OrbitError: ``NOT_FOUND``, ``INVALID_REQUEST`` for a reason that cannot be
-                stored (a NUL character), ``PAYLOAD_TOO_LARGE``, or
-                ``EXECUTION_FINISHED`` once it has ended.
+                stored (a NUL character), ``PAYLOAD_TOO_LARGE``, ``EXECUTION_FINISHED``
+                once it has ended, or ``HISTORY_UNREADABLE``.
         """
         await self._cancel(execution_id, reason)
         return await self.view(execution_id)
@@ -270,29 +272,23 @@ class Executions:
             delay = min(delay * 2, _LAST_POLL)
 
     async def history(self, execution_id: str) -> list[dict[str, Json]]:
-        """Every event: ``[{seq, recorded_at, type, data}]``.
+        """Every event: ``[{seq, recorded_at, type, data}]``; one that no longer decodes
+        has empty ``data``, its stored JSON in ``raw`` and why in ``error``.
 
         Raises:
             OrbitError: ``NOT_FOUND``.
         """
-        stored = await self.store.read_events(execution_id)
+        stored = await self.store.read_history(execution_id)
         if not stored:
             raise _not_found(execution_id)
-        return [
-            {
-                "seq": item.seq,
-                "recorded_at": item.recorded_at.isoformat(),
-                "type": item.event.type,
-                "data": item.event.model_dump(mode="json", exclude={"type"}),
-            }
-            for item in stored
-        ]
+        return [item.to_json_data() for item in stored]
 
     async def query(self, execution_id: str, name: str) -> dict[str, Json]:
         """A declared query's value now: ``{value}``; unfinished steps read as null.
 
         Raises:
-            OrbitError: ``NOT_FOUND``, ``UNKNOWN_QUERY`` or ``QUERY_FAILED``.
+            OrbitError: ``NOT_FOUND``, ``UNKNOWN_QUERY``, ``QUERY_FAILED`` or
+                ``HISTORY_UNREADABLE``.
         """
         state = await self._state(execution_id)
         definition = await self.registry.by_hash(state.definition_hash)
@@ -331,8 +327,16 @@ class Executions:
 
         Returns:
             The state the events were accepted on, and the state after them.
+
+        Raises:
+            HistoryUnreadable: Its history no longer decodes (once the decider is told).
         """
-        state = await self._state(execution_id)
+        try:
+            state = await self._state(execution_id)
+        except HistoryUnreadable as error:
+            if not error.ended:  # only the decider ends it: make sure it looks now
+                await self.relay.publish_committed([], [self._wake(execution_id)])
+            raise
         for _ in range(_APPEND_ATTEMPTS):
             definition = await self.registry.by_hash(state.definition_hash)
             events = accept(state, definition.ir)
@@ -377,21 +381,30 @@ class Executions:
         return row
 
     async def _view(self, row: ExecutionRow) -> dict[str, Json]:
-        state = await self._state(row.execution_id)
-        definition = await self.registry.by_hash(row.definition_hash)
-        workers = None
-        if needs_workers(state):  # one read of the sessions for every step of the view
-            timeout = timedelta(milliseconds=self.settings.session_timeout_ms)
-            sessions = await self.store.sessions.sessions()
-            workers = Workers.of(sessions, datetime.now(UTC) - timeout)
+        shown: dict[str, Json]
+        try:
+            state = await self._state(row.execution_id)
+        except HistoryUnreadable as error:
+            if not error.ended:  # only the decider ends it: one look at it is enough
+                await self.relay.publish_committed([], [self._wake(row.execution_id)])
+            # Its row (status, error) is all that can be told: no step without the history.
+            state, shown = error.before, {"steps": {}, "waiting_for": [], "lost_messages": []}
+        else:
+            definition = await self.registry.by_hash(row.definition_hash)
+            workers = None
+            if needs_workers(state):  # one read of the sessions for every step of the view
+                timeout = timedelta(milliseconds=self.settings.session_timeout_ms)
+                sessions = await self.store.sessions.sessions()
+                workers = Workers.of(sessions, datetime.now(UTC) - timeout)
+            shown = execution_view(state, definition.ir, workers)
         return {
             **summary(row),
             "input": row.input,
             "output": row.output,
             "error": row.error,
-            **execution_view(state, definition.ir, workers),
+            **shown,
             # Its trace (orbit_model.trace_ids): a child's is its root execution's.
-            "trace_id": f"{trace_id(state.trace_root):032x}",
+            "trace_id": f"{trace_id(state.trace_root or row.execution_id):032x}",
         }
 
     async def _existing(self, execution_id: str, definition: Definition) -> dict[str, Json] | None:

@@ -114,6 +114,11 @@ class HistoryEntry(BaseModel):
     recorded_at: str
     type: str
     data: dict[str, JsonValue]
+    """The event's fields; empty for an event that no longer decodes."""
+    raw: str | None = None
+    """An event that no longer decodes: its stored JSON (cut to 4,000 characters)."""
+    error: ErrorDetail | None = None
+    """An event that no longer decodes: ``HISTORY_UNREADABLE``, saying why."""
 
 
 class SignalAccepted(BaseModel):

@@ -8,7 +8,8 @@ translated here (:mod:`~orbit_services.store.pool`).
 
 - :class:`EventStore`: appends, reads, definitions; ``.sessions``, ``.timers``
   and ``.outbox`` for the other tables.
-- :class:`StateCache`: executions' states, brought up to date from their histories.
+- :class:`StateCache`: executions' states, brought up to date from their histories
+  (:class:`HistoryUnreadable` for one holding an :class:`UndecodedEvent`).
 - :class:`GroupCommit`: appends that arrive together share one statement.
 - :class:`OutboxRelay`: publishes what was committed, sweeps what was left behind.
 - :func:`migrate`: the numbered SQL migrations.
@@ -17,6 +18,7 @@ translated here (:mod:`~orbit_services.store.pool`).
 from orbit_services.store.cache import StateCache
 from orbit_services.store.event_store import EventStore
 from orbit_services.store.group_commit import GroupCommit
+from orbit_services.store.history import HistoryUnreadable, UndecodedEvent
 from orbit_services.store.migrate import migrate
 from orbit_services.store.outbox import OutboxRelay
 from orbit_services.store.rows import (
@@ -41,11 +43,13 @@ __all__ = [
     "EventStore",
     "ExecutionRow",
     "GroupCommit",
+    "HistoryUnreadable",
     "OutboxMessage",
     "OutboxRelay",
     "StaleOutboxRow",
     "StateCache",
     "StoredEvent",
+    "UndecodedEvent",
     "api_status",
     "migrate",
 ]

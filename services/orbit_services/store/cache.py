@@ -12,8 +12,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Collection, Sequence
 
-from orbit_model.state import ExecutionState, evolve
+from orbit_model.state import ExecutionState
 from orbit_services.store.event_store import EventStore
+from orbit_services.store.history import HistoryUnreadable, fold
 
 
 class StateCache:
@@ -66,9 +67,24 @@ class StateCache:
 
         An execution with no events has the empty state (``last_seq`` 0); it is not
         cached. The others are cached as read.
+
+        Raises:
+            HistoryUnreadable: The history of one of them holds an event that no
+                longer decodes.
         """
+        states, unreadable = await self.current_or_unreadable(execution_ids, trusted)
+        if unreadable:
+            raise next(iter(unreadable.values()))
+        return states
+
+    async def current_or_unreadable(
+        self, execution_ids: Sequence[str], trusted: Collection[str] = ()
+    ) -> tuple[dict[str, ExecutionState], dict[str, HistoryUnreadable]]:
+        """As :meth:`current`, but an execution whose history no longer decodes is
+        answered apart, by why, rather than failing the read of all the others."""
         known = {execution_id: self.get(execution_id) for execution_id in execution_ids}
         states: dict[str, ExecutionState] = {}
+        unreadable: dict[str, HistoryUnreadable] = {}
         after: dict[str, int] = {}
         for execution_id, state in known.items():
             if state is not None and execution_id in trusted:
@@ -77,13 +93,17 @@ class StateCache:
                 after[execution_id] = state.last_seq if state else 0
         new_events = await self.store.read_new_events(after) if after else {}
         for execution_id in after:
-            current = known[execution_id] or ExecutionState()
-            for event in new_events[execution_id]:
-                current = evolve(current, event)
+            before = known[execution_id] or ExecutionState()
+            try:
+                current = fold(execution_id, before, new_events[execution_id])
+            except HistoryUnreadable as error:
+                # Not cached: the events before the bad one are read again next time.
+                unreadable[execution_id] = error
+                continue
             states[execution_id] = current
             if current.last_seq > 0:
                 self.put(execution_id, current)
-        return states
+        return states, unreadable
 
     def __len__(self) -> int:
         return len(self._states)

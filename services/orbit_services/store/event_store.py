@@ -26,9 +26,10 @@ import asyncpg
 
 from orbit_model.compiler import Definition, definition_from_ir
 from orbit_model.errors import ErrorCode, OrbitError
-from orbit_model.events import Event, event_from_json
+from orbit_model.events import Event
 from orbit_services.store import sql
 from orbit_services.store.appends import append_values
+from orbit_services.store.history import UndecodedEvent, decoded, unreadable
 from orbit_services.store.outbox import OutboxStore
 from orbit_services.store.pool import Database
 from orbit_services.store.rows import (
@@ -48,6 +49,10 @@ log = logging.getLogger("orbit.store")
 
 def _loads(text: str | None) -> Any:
     return None if text is None else json.loads(text)
+
+
+def _decoded(row: asyncpg.Record) -> Event | UndecodedEvent:
+    return decoded(row["seq"], row["recorded_at"], row["type"], row["data"])
 
 
 class EventStore:
@@ -131,16 +136,39 @@ class EventStore:
     # -- reading ---------------------------------------------------------------
 
     async def read_events(self, execution_id: str, after_seq: int = 0) -> list[StoredEvent]:
-        """The events of an execution after ``after_seq``, in order."""
-        rows = await self._db.fetch(sql.READ_EVENTS, execution_id=execution_id, after_seq=after_seq)
-        return [
-            StoredEvent(row["seq"], row["recorded_at"], event_from_json(row["data"]))
-            for row in rows
-        ]
+        """The events of an execution after ``after_seq``, in order.
 
-    async def read_new_events(self, after: Mapping[str, int]) -> dict[str, list[Event]]:
-        """For each execution, its events after the seq given for it (one query for all)."""
-        found: dict[str, list[Event]] = {execution_id: [] for execution_id in after}
+        Raises:
+            OrbitError: ``HISTORY_UNREADABLE`` when one of them no longer decodes
+                (:meth:`read_history` shows it as stored).
+        """
+        stored = await self.read_history(execution_id, after_seq)
+        for item in stored:
+            if isinstance(item, UndecodedEvent):
+                raise OrbitError(ErrorCode.HISTORY_UNREADABLE, unreadable(execution_id, item))
+        return [item for item in stored if isinstance(item, StoredEvent)]
+
+    async def read_history(
+        self, execution_id: str, after_seq: int = 0
+    ) -> list[StoredEvent | UndecodedEvent]:
+        """The events of an execution after ``after_seq``, in order; one that no longer
+        decodes comes as it is stored (what the gateway's history shows)."""
+        rows = await self._db.fetch(sql.READ_EVENTS, execution_id=execution_id, after_seq=after_seq)
+        stored: list[StoredEvent | UndecodedEvent] = []
+        for row in rows:
+            event = _decoded(row)
+            if isinstance(event, UndecodedEvent):
+                stored.append(event)
+            else:
+                stored.append(StoredEvent(row["seq"], row["recorded_at"], event))
+        return stored
+
+    async def read_new_events(
+        self, after: Mapping[str, int]
+    ) -> dict[str, list[Event | UndecodedEvent]]:
+        """For each execution, its events after the seq given for it (one query for all);
+        one that no longer decodes comes as it is stored (:func:`.history.fold` stops at it)."""
+        found: dict[str, list[Event | UndecodedEvent]] = {eid: [] for eid in after}
         if not after:
             return found
         if len(after) == 1:  # the gateway's and the dispatcher's usual read: the plain query
@@ -148,13 +176,13 @@ class EventStore:
             rows = await self._db.fetch(
                 sql.READ_EVENTS, execution_id=execution_id, after_seq=after_seq
             )
-            found[execution_id] = [event_from_json(row["data"]) for row in rows]
+            found[execution_id] = [_decoded(row) for row in rows]
             return found
         rows = await self._db.fetch(
             sql.READ_EVENTS_MANY, execution_ids=list(after), after_seqs=list(after.values())
         )
         for row in rows:
-            found[row["execution_id"]].append(event_from_json(row["data"]))
+            found[row["execution_id"]].append(_decoded(row))
         return found
 
     async def execution(self, execution_id: str) -> ExecutionRow | None:

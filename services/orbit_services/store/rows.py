@@ -62,6 +62,15 @@ class StoredEvent:
     recorded_at: datetime
     event: Event
 
+    def to_json_data(self) -> dict[str, Any]:
+        """Its entry in the history the API shows: ``{seq, recorded_at, type, data}``."""
+        return {
+            "seq": self.seq,
+            "recorded_at": self.recorded_at.isoformat(),
+            "type": self.event.type,
+            "data": self.event.model_dump(mode="json", exclude={"type"}),
+        }
+
 
 @dataclass(frozen=True)
 class ExecutionRow:

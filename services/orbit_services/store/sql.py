@@ -127,7 +127,7 @@ WHERE execution_id = :execution_id AND seq > :after_seq ORDER BY seq
 
 # The new events of many executions at once: one round trip for a decider batch.
 READ_EVENTS_MANY = S("""
-SELECT h.execution_id, h.seq, h.data::text AS data
+SELECT h.execution_id, h.seq, h.recorded_at, h.type, h.data::text AS data
 FROM unnest(:execution_ids::text[], :after_seqs::bigint[]) AS c(execution_id, after_seq)
 JOIN history AS h ON h.execution_id = c.execution_id AND h.seq > c.after_seq
 ORDER BY h.execution_id, h.seq
@@ -179,6 +179,8 @@ RETURNING execution_id, key, due_at
 """)
 
 NEXT_TIMER_DUE = S("SELECT min(due_at) FROM timers")
+
+TIMERS_OF = S("SELECT key, due_at FROM timers WHERE execution_id = :execution_id")
 
 TIMERS_CHANNEL = "orbit_timers"
 """The LISTEN/NOTIFY channel on which appends announce the nearest timer they wrote."""

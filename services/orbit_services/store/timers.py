@@ -63,6 +63,12 @@ class TimerStore:
         value = await self._db.fetchval(sql.NEXT_TIMER_DUE)
         return None if value is None else int(value)
 
+    async def of(self, execution_id: str) -> dict[str, int]:
+        """The timers the table holds for an execution, by key (for an execution whose
+        state cannot be read: those to clear as it ends)."""
+        rows = await self._db.fetch(sql.TIMERS_OF, execution_id=execution_id)
+        return {row["key"]: int(row["due_at"]) for row in rows}
+
     async def listen(self, on_due: Callable[[int], None], on_back: Callable[[], None]) -> None:
         """Call ``on_due(due_at)`` for every nearest due time an append announces, and
         ``on_back()`` whenever a lost LISTEN connection is open again.
