@@ -32,6 +32,8 @@ class Stack:
     client: OrbitClient
     services: dict[str, Service]
     worker: Worker | None
+    token: str | None = None
+    """The admin API token of the client (None with ``ORBIT_AUTH=disabled``)."""
 
 
 @contextlib.asynccontextmanager
@@ -55,7 +57,7 @@ async def running_stack(
         if tasks:
             worker = Worker(tasks, worker_id="e2e", concurrency=concurrency, settings=settings)
             await worker.start()
-        yield Stack(settings, client, {s.name: s for s in started}, worker)
+        yield Stack(settings, client, {s.name: s for s in started}, worker, token)
     finally:
         await client.close()
         if worker is not None:

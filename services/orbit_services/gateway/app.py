@@ -30,6 +30,7 @@ Check = Callable[[], Awaitable[object]]
 """A readiness probe: returns when its dependency answers, raises when it does not."""
 
 CHECK_TIMEOUT_SECONDS = 2.0
+ERROR_SCHEMA = "#/components/schemas/ErrorResponse"
 
 _DESCRIPTION = """\
 Orbit's HTTP API: register workflow definitions, start executions, signal,
@@ -63,10 +64,9 @@ def create_app(executions: Executions, checks: Mapping[str, Check] | None = None
     # Added last, run first: the Host check, then the token, then the body's type and size.
     app.add_middleware(BodyGuard, max_body_bytes=limit)
     auth_on = settings.auth != "disabled"
+    open_paths = OPEN_PATHS | ({"/metrics"} if settings.metrics_public else set())
     app.add_middleware(
-        Authenticate,
-        tokens=executions.store.tokens if auth_on else None,
-        open_paths=OPEN_PATHS | ({"/metrics"} if settings.metrics_public else set()),
+        Authenticate, tokens=executions.store.tokens if auth_on else None, open_paths=open_paths
     )
     if settings.http_cors_origins:
         app.add_middleware(
@@ -86,7 +86,7 @@ def create_app(executions: Executions, checks: Mapping[str, Check] | None = None
     warnings = [] if auth_on else [AUTH_DISABLED_WARNING]
     app.include_router(_health_router(dict(checks or {}), warnings))
     app.include_router(_metrics_router(public=settings.metrics_public))
-    app.openapi = lambda: _openapi(app)  # type: ignore[method-assign]
+    app.openapi = lambda: _openapi(app, None if not auth_on else open_paths)  # type: ignore[method-assign]
     return app
 
 
@@ -143,8 +143,10 @@ def _metrics_router(*, public: bool) -> APIRouter:
     return router
 
 
-def _openapi(app: FastAPI) -> dict[str, Any]:
-    """FastAPI's document, without the 422 answers it adds: invalid requests get a 400."""
+def _openapi(app: FastAPI, open_paths: frozenset[str] | None) -> dict[str, Any]:
+    """FastAPI's document, without the 422 answers it adds (invalid requests get a 400),
+    and, when ``open_paths`` is given (auth on), a bearer token required on every other
+    path."""
     if app.openapi_schema is None:
         schema = get_openapi(
             title=app.title,
@@ -157,5 +159,28 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
                 operation.get("responses", {}).pop("422", None)
         for name in ("HTTPValidationError", "ValidationError"):
             schema.get("components", {}).get("schemas", {}).pop(name, None)
+        if open_paths is not None:
+            _require_bearer(schema, open_paths)
         app.openapi_schema = schema
     return app.openapi_schema
+
+
+def _require_bearer(schema: dict[str, Any], open_paths: frozenset[str]) -> None:
+    """Say in the document that every operation but those of ``open_paths`` needs a token,
+    and that it may answer 401 and 403 with the usual error body."""
+    components = schema.setdefault("components", {})
+    components.setdefault("securitySchemes", {})["bearer"] = {
+        "type": "http",
+        "scheme": "bearer",
+        "description": "An API token (orbit token create); docs/security.md",
+    }
+    error = {"content": {"application/json": {"schema": {"$ref": ERROR_SCHEMA}}}}
+    for path, operations in schema.get("paths", {}).items():
+        for operation in operations.values():
+            if path in open_paths:
+                operation["security"] = []
+                continue
+            operation["security"] = [{"bearer": []}]
+            responses = operation.setdefault("responses", {})
+            responses.setdefault("401", {"description": "no valid API token", **error})
+            responses.setdefault("403", {"description": "the token lacks the scope", **error})

@@ -94,6 +94,7 @@ def _definition_routes(router: APIRouter, executions: Executions) -> None:
         "/definitions",
         status_code=201,
         response_model=Registered,
+        responses={200: {"model": Registered, "description": "Registered before, the same"}},
         openapi_extra=_DEFINITION_BODY,
         summary="Register a workflow definition (YAML, or compiled IR as JSON)",
     )
@@ -120,7 +121,12 @@ def _definition_routes(router: APIRouter, executions: Executions) -> None:
 def _execution_routes(router: APIRouter, executions: Executions) -> None:
     """Starting executions and reading them."""
 
-    @router.post("/executions", status_code=201, response_model=Started)
+    @router.post(
+        "/executions",
+        status_code=201,
+        response_model=Started,
+        responses={200: {"model": Started, "description": "Started before, with this id"}},
+    )
     async def start_execution(
         body: StartRequest, response: Response, grant: ExecutionsStart
     ) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from orbit_model.access import expiry, parse_patterns, parse_scopes
 from orbit_services.gateway.auth import Admin
+from orbit_services.gateway.schemas import ErrorResponse
 from orbit_services.store.tokens import TokenStore
 
 
@@ -44,7 +45,11 @@ class TokenCreated(TokenView):
 
 
 def token_router(tokens: TokenStore) -> APIRouter:
-    router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
+    router = APIRouter(
+        prefix="/v1/tokens",
+        tags=["tokens"],
+        responses={"default": {"model": ErrorResponse, "description": "an error"}},
+    )
 
     @router.get("", response_model=list[TokenView], summary="Every API token (no secrets)")
     async def list_tokens(_grant: Admin) -> list[dict[str, Any]]:
