@@ -190,3 +190,26 @@ def test_a_bad_gateway_setting_is_a_usage_error_not_a_guess(
 )
 def test_the_gateway_url_reaches_where_the_gateway_listens(host: str, port: int, url: str) -> None:
     assert GatewayAddress(http_host=host, http_port=port).gateway_url == url
+
+
+def test_history_shows_an_event_that_no_longer_decodes_raw_with_its_code() -> None:
+    from rich.console import Console  # noqa: PLC0415
+
+    from orbit_sdk.cli.render import history_table  # noqa: PLC0415
+
+    events = [
+        {"seq": 1, "recorded_at": "t1", "type": "WorkflowCreated", "data": {"input": 1}},
+        {
+            "seq": 2,
+            "recorded_at": "t2",
+            "type": "SignalReceived",
+            "data": {},
+            "raw": '{"type": "SignalReceived", "payload": [[[[',
+            "error": {"code": "HISTORY_UNREADABLE", "message": "too deep"},
+        },
+    ]
+    console = Console(width=200, record=True)
+    console.print(history_table(events))
+    text = console.export_text()
+    assert 'HISTORY_UNREADABLE: {"type": "SignalReceived", "payload": [[[[' in text
+    assert '{"input":1}' in text.replace(" ", "")

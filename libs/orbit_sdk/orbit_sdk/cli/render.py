@@ -207,11 +207,16 @@ def history_table(events: Sequence[Mapping[str, Any]]) -> Table:
         # Null fields say nothing here; --json keeps them.
         data = {k: v for k, v in (event.get("data") or {}).items() if v is not None}
         unit = data.pop("unit", "")
+        shown = Text(compact(data, limit=100) if data else "")
+        error = event.get("error")
+        if isinstance(error, Mapping):  # an event that no longer decodes: why, and as stored
+            raw = str(event.get("raw") or "")
+            shown = Text(f"{error.get('code')}: {str(raw)[:100]}", style="red")
         table.add_row(
             str(event.get("seq")),
             str(event.get("recorded_at")),
             Text(str(event.get("type"))),
             Text(str(unit)),
-            Text(compact(data, limit=100) if data else ""),
+            shown,
         )
     return table
