@@ -21,10 +21,12 @@ from orbit_services.gateway.auth import (
 from orbit_services.gateway.errors import install_error_handlers
 from orbit_services.gateway.executions import Executions
 from orbit_services.gateway.guard import ENVELOPE_BYTES, BodyGuard, HostGuard
+from orbit_services.gateway.jwt_auth import JwtVerifier
 from orbit_services.gateway.routes import api_router
 from orbit_services.gateway.schemas import ErrorResponse, Health
 from orbit_services.gateway.token_routes import token_router
 from orbit_services.runtime import metrics
+from orbit_services.runtime.settings import Settings
 
 Check = Callable[[], Awaitable[object]]
 """A readiness probe: returns when its dependency answers, raises when it does not."""
@@ -66,7 +68,10 @@ def create_app(executions: Executions, checks: Mapping[str, Check] | None = None
     auth_on = settings.auth != "disabled"
     open_paths = OPEN_PATHS | ({"/metrics"} if settings.metrics_public else set())
     app.add_middleware(
-        Authenticate, tokens=executions.store.tokens if auth_on else None, open_paths=open_paths
+        Authenticate,
+        tokens=executions.store.tokens if auth_on else None,
+        open_paths=open_paths,
+        jwts=_jwt_verifier(settings) if auth_on else None,
     )
     if settings.http_cors_origins:
         app.add_middleware(
@@ -88,6 +93,18 @@ def create_app(executions: Executions, checks: Mapping[str, Check] | None = None
     app.include_router(_metrics_router(public=settings.metrics_public))
     app.openapi = lambda: _openapi(app, None if not auth_on else open_paths)  # type: ignore[method-assign]
     return app
+
+
+def _jwt_verifier(settings: Settings) -> JwtVerifier | None:
+    if settings.auth_jwks_url is None or settings.auth_jwt_audience is None:
+        return None
+    return JwtVerifier(
+        settings.auth_jwks_url,
+        settings.auth_jwt_audience,
+        settings.auth_jwt_issuer,
+        settings.auth_jwt_scopes_claim,
+        settings.auth_jwt_workflows_claim,
+    )
 
 
 def _health_router(checks: dict[str, Check], warnings: list[str]) -> APIRouter:

@@ -25,6 +25,7 @@ from starlette.types import Scope as AsgiScope
 from orbit_model.access import UNRESTRICTED, Grant, Scope, bearer_token
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_services.gateway.errors import error_response
+from orbit_services.gateway.jwt_auth import JwtVerifier, looks_like_jwt
 from orbit_services.store.tokens import TokenStore
 
 log = logging.getLogger("orbit.gateway")
@@ -48,14 +49,20 @@ class Authenticate:
         app: The application behind it.
         tokens: Where tokens are looked up; None: authentication is disabled.
         open_paths: Paths served without a token.
+        jwts: Checks bearer tokens shaped as JWTs, when an identity provider is set.
     """
 
     def __init__(
-        self, app: ASGIApp, tokens: TokenStore | None, open_paths: frozenset[str] = OPEN_PATHS
+        self,
+        app: ASGIApp,
+        tokens: TokenStore | None,
+        open_paths: frozenset[str] = OPEN_PATHS,
+        jwts: JwtVerifier | None = None,
     ) -> None:
         self.app = app
         self.tokens = tokens
         self.open_paths = open_paths
+        self.jwts = jwts
 
     async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["path"] in self.open_paths:
@@ -67,7 +74,10 @@ class Authenticate:
             header = dict(scope["headers"]).get(b"authorization")
             token = bearer_token(header.decode("latin-1") if header is not None else None)
             try:
-                grant = await self.tokens.grant(token)
+                if self.jwts is not None and looks_like_jwt(token):
+                    grant = await self.jwts.grant(token)
+                else:
+                    grant = await self.tokens.grant(token)
             except OrbitError as error:  # Postgres away: 503, as every other route says
                 code = ErrorCode(error.code)
                 await error_response(code, error.message)(scope, receive, send)

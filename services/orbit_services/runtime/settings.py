@@ -8,9 +8,9 @@ names the variable, never a traceback.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, Self
 
-from pydantic import Field, field_validator
+from pydantic import Field, field_validator, model_validator
 from pydantic_settings import NoDecode
 
 from orbit_model.decider import Limits
@@ -45,6 +45,17 @@ class Settings(ClientSettings, GatewayAddress):
     """``tokens``: every API request needs a token (``orbit token create``); ``disabled``:
     anyone who reaches the gateway may do everything (a warning says so at start and on
     ``/readyz``)."""
+    auth_jwks_url: str | None = None
+    """Also accept JWTs signed by a key of this JWKS (an identity provider's); unset:
+    only Orbit's API tokens. Needs ``auth_jwt_audience``."""
+    auth_jwt_audience: str | None = None
+    """The ``aud`` a JWT must carry."""
+    auth_jwt_issuer: str | None = None
+    """The ``iss`` a JWT must carry; unset: any."""
+    auth_jwt_scopes_claim: str = "scope"
+    """The claim holding a JWT's Orbit scopes (a space-separated string or a list)."""
+    auth_jwt_workflows_claim: str | None = None
+    """The claim holding the workflow patterns that narrow a JWT; unset: none do."""
     metrics_public: bool = False
     """Whether ``/metrics`` answers without a token (for a scraper inside the network)."""
     http_max_response_bytes: int = Field(1_048_576, ge=1)
@@ -111,6 +122,20 @@ class Settings(ClientSettings, GatewayAddress):
                     raise ValueError(f"{origin!r} is not an origin such as https://host:port")
             return origins
         return entries
+
+    @field_validator("auth_jwks_url")
+    @classmethod
+    def _jwks_url(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith(("https://", "http://")):
+            raise ValueError("must be an https:// URL")
+        return value
+
+    @model_validator(mode="after")
+    def _jwts_have_an_audience(self) -> Self:
+        # Without it, a JWT the identity provider issued for any other service would do.
+        if self.auth_jwks_url is not None and not self.auth_jwt_audience:
+            raise ValueError("ORBIT_AUTH_JWKS_URL needs ORBIT_AUTH_JWT_AUDIENCE")
+        return self
 
     @property
     def http_allow_list(self) -> AllowList:
