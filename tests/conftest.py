@@ -1,4 +1,5 @@
-"""What every test shares: no test reads or writes the user's own Orbit credentials."""
+"""What every test shares: no test reads or writes the user's own Orbit credentials, and
+Hypothesis judges the properties, not the speed of a loaded machine."""
 
 from __future__ import annotations
 
@@ -7,6 +8,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# The suite runs on as many workers as there are cores, beside Postgres and RabbitMQ:
+# how fast examples are drawn there says nothing of the code (a first draw once took
+# 1.7 s in CI), so neither the too-slow check nor a per-example deadline applies.
+settings.register_profile("orbit", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("orbit")
 
 
 @pytest.fixture(scope="session", autouse=True)

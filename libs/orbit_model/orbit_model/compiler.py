@@ -26,6 +26,7 @@ from pydantic import BaseModel, ValidationError
 from orbit_model.builder import STEP_KINDS, build_workflow
 from orbit_model.checks import check_workflow
 from orbit_model.ir import WorkflowIR
+from orbit_model.payloads import payload_problem
 from orbit_model.problems import DefinitionError, Problem, did_you_mean, format_path
 from orbit_model.source import SourceWorkflow
 from orbit_model.yaml_source import Path, SourceDocument, YamlSourceError, load_yaml
@@ -220,6 +221,9 @@ def _keys_of(model: type[BaseModel] | None) -> list[str]:
 
 
 BODY_FILE = "<body>"
+MAX_IR_DEPTH = 1000
+"""How deep a compiled definition may nest: far past any real one, short of what the
+JSON readers that store and read it back can take."""
 """The file name the problems of a definition sent as a request body are reported under."""
 
 
@@ -236,5 +240,12 @@ def definition_from_body(body: bytes, is_ir: bool) -> Definition:
         problem = Problem(BODY_FILE, None, "", f"the body is not UTF-8 text ({error.reason})")
         raise DefinitionError([problem]) from None
     if is_ir:
-        return definition_from_ir(text, BODY_FILE)
-    return compile_definition(text, BODY_FILE)
+        definition = definition_from_ir(text, BODY_FILE)
+    else:
+        definition = compile_definition(text, BODY_FILE)
+    # A NUL or a lone surrogate (in a description, a schema, a name) Postgres cannot
+    # store: refused here as the definition's problem, not by the database.
+    problem = payload_problem(definition.ir.to_json_data(), max_depth=MAX_IR_DEPTH)
+    if problem is not None:
+        raise DefinitionError([Problem(BODY_FILE, None, "", f"the definition {problem}")])
+    return definition

@@ -74,7 +74,7 @@ def notice_for(body: bytes, death: Death, *, task_queue: bool) -> MessageParked 
     """
     try:
         decoded = json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):
         return None
     if not isinstance(decoded, dict):
         return None

@@ -77,7 +77,7 @@ def _unstorable(value: Any, path: str, max_depth: int) -> str | None:
                     f"is nested deeper than {max_depth} levels at {where} (ORBIT_MAX_PAYLOAD_DEPTH)"
                 )
         if isinstance(item, str):
-            problem = _text_problem(item)
+            problem = text_problem(item)
             if problem is not None:
                 return f"holds {problem} at {where}, which cannot be stored"
         elif isinstance(item, float):
@@ -85,7 +85,7 @@ def _unstorable(value: Any, path: str, max_depth: int) -> str | None:
                 return f"holds {item} at {where}; JSON numbers must be finite"
         elif isinstance(item, dict):
             for key, inner in item.items():
-                problem = _text_problem(key) if isinstance(key, str) else None
+                problem = text_problem(key) if isinstance(key, str) else None
                 if problem is not None:
                     return f"holds {problem} in a key at {where}, which cannot be stored"
                 pending.append((inner, f"{where}.{key}", depth))
@@ -94,7 +94,8 @@ def _unstorable(value: Any, path: str, max_depth: int) -> str | None:
     return None
 
 
-def _text_problem(text: str) -> str | None:
+def text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be stored (a NUL, a lone surrogate), or None when it can."""
     if "\x00" in text:
         return "the NUL character"
     if not text.isascii():

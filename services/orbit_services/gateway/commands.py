@@ -6,6 +6,9 @@ Each command is handled by :meth:`Executions.handle` and, when it has a
 message ends:
 
 - done, or refused with an :class:`OrbitError` (the reply says why): acked;
+- a command the decoder cannot read for a value any payload check refuses (a
+  lone surrogate, a value nested too deep): refused, ``INVALID_REQUEST``, and
+  acked; parked, it would be reported to its execution as a lost message;
 - not a command at all: parked in the dead-letter queue, never retried;
 - Orbit is unavailable, or an unexpected error: given back, and parked past
   the delivery limit.
@@ -19,6 +22,7 @@ Starts with an ``execution_id`` are idempotent, and so are signals with a
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 
 from aio_pika.abc import AbstractIncomingMessage
@@ -31,11 +35,14 @@ from orbit_model.messages import (
     decode_command,
     encode,
 )
+from orbit_model.payloads import payload_problem
 from orbit_sdk.amqp import Publisher
 from orbit_services.gateway.executions import Executions
 from orbit_services.runtime.broker import give_back, park
 
 log = logging.getLogger("orbit.gateway.commands")
+
+_COMMAND_TYPES = ("StartExecution", "SignalExecution", "CancelExecution")
 
 
 class CommandIntake:
@@ -68,10 +75,15 @@ class CommandIntake:
         try:
             command = decode_command(message.body)
         except MalformedMessage as error:
+            refused = unstorable_command(message.body, self.executions.settings.max_payload_depth)
             # A client waiting for a reply is told, rather than left to its timeout.
-            refusal = ErrorBody(code=str(error.code), message=error.message)
+            reason = error if refused is None else refused
+            refusal = ErrorBody(code=str(reason.code), message=reason.message)
             await self._reply(message, CommandReply(ok=False, error=refusal))
-            await park(message, error.message)
+            if refused is None:
+                await park(message, error.message)
+            else:
+                await message.ack()
             return
         try:
             result = await self.executions.handle(command, message.message_id)
@@ -124,3 +136,19 @@ class CommandIntake:
                 error,
                 extra={"action": "command.reply_failed"},
             )
+
+
+def unstorable_command(body: bytes, max_depth: int) -> OrbitError | None:
+    """The refusal of a command the decoder could not read for a value that
+    :func:`~orbit_model.payloads.payload_problem` refuses; None: not a command at all."""
+    try:
+        decoded = json.loads(body)
+    except (ValueError, RecursionError):  # not JSON, or too deep to read at all
+        return None
+    if not isinstance(decoded, dict) or decoded.get("type") not in _COMMAND_TYPES:
+        return None
+    for key, value in decoded.items():
+        problem = payload_problem(key) or payload_problem(value, max_depth=max_depth)
+        if problem is not None:
+            return OrbitError(ErrorCode.INVALID_REQUEST, f"the command's {key!r} {problem}")
+    return None

@@ -161,6 +161,9 @@ class Executions:
                 ``PAYLOAD_TOO_LARGE``, ``INVALID_INPUT``, ``RESOURCE_EXHAUSTED``, or
                 ``EXECUTION_EXISTS`` when the id belongs to another definition.
         """
+        self._check("the workflow", command.workflow)  # before a query names it
+        if command.version is not None:
+            self._check("the version", command.version)
         definition = await self.registry.resolve(command.workflow, command.version)
         if command.execution_id is None:
             execution_id = str(uuid.uuid4())

@@ -1,19 +1,26 @@
-"""What a request body must be before any route reads it: of a JSON type (or YAML for a
-definition), and no larger than the limits allow, counted as it arrives.
+"""What a request must be before any route reads it: a path and query that are text, and
+a body of a JSON type (or YAML for a definition), no larger than the limits allow,
+counted as it arrives.
 
 A browser may send a ``text/plain``, form or multipart POST to any site without
 asking first; refusing every other type (415 ``UNSUPPORTED_MEDIA_TYPE``) keeps
 such cross-site requests from registering a definition or cancelling an
 execution, with or without auth. A body over the limit is refused (413
 ``PAYLOAD_TOO_LARGE``) from its ``Content-Length`` or, when it has none, as
-soon as more bytes came than allowed: it is never read whole first.
+soon as more bytes came than allowed: it is never read whole first (the guard
+reads it, and hands it on whole, so the refusal is the same on every route). A
+path or query with a NUL or a lone surrogate (``%ED%A0%80``) is refused 400
+``INVALID_REQUEST``, where the server would hand the route U+FFFD in its place.
 """
 
 from __future__ import annotations
 
+from urllib.parse import unquote_to_bytes
+
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.payloads import text_problem
 from orbit_services.gateway.errors import error_response
 
 ENVELOPE_BYTES = 64 * 1024
@@ -48,7 +55,11 @@ class BodyGuard:
         self.max_body_bytes = max_body_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] not in _WITH_BODY:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        refusal = unreadable_target(scope)
+        if refusal is None and scope["method"] not in _WITH_BODY:
             await self.app(scope, receive, send)
             return
         headers = {key.lower(): value for key, value in scope["headers"]}
@@ -56,11 +67,19 @@ class BodyGuard:
         content_type = raw_type.decode("latin-1") if raw_type is not None else None
         length_text = headers.get(b"content-length", b"").decode("latin-1").strip()
         length = int(length_text) if length_text.isdigit() else None
-        refusal = self._refusal(scope["path"], content_type, length)
+        body = None
+        try:
+            refusal = refusal or self._refusal(scope["path"], content_type, length)
+            if refusal is None:
+                body = await self._read(receive, typed=content_type is not None)
+        except OrbitError as error:
+            refusal = error
         if refusal is not None:
             await error_response(ErrorCode(refusal.code), refusal.message)(scope, receive, send)
             return
-        await self.app(scope, self._counting(receive, typed=content_type is not None), send)
+        if body is None:
+            return  # the client went away before it sent the whole body
+        await self.app(scope, _replaying(body, receive), send)
 
     def _refusal(
         self, path: str, content_type: str | None, length: int | None
@@ -73,25 +92,52 @@ class BodyGuard:
             return _too_large(self.max_body_bytes)
         return None
 
-    def _counting(self, receive: Receive, *, typed: bool) -> Receive:
-        """``receive``, refusing a body that grows past the limit (or any body without a type)."""
+    async def _read(self, receive: Receive, *, typed: bool) -> bytes | None:
+        """The body, refused once past the limit (or without a type); None: the client left."""
         limit = self.max_body_bytes
+        chunks: list[bytes] = []
         seen = 0
-
-        async def counted() -> Message:
-            nonlocal seen
+        while True:
             message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen and not typed:
-                    raise OrbitError(
-                        ErrorCode.UNSUPPORTED_MEDIA_TYPE, "a body needs a content-type"
-                    )
-                if limit is not None and seen > limit:
-                    raise _too_large(limit)
-            return message
+            if message["type"] != "http.request":
+                return None  # http.disconnect
+            chunk = message.get("body", b"")
+            seen += len(chunk)
+            if seen and not typed:
+                raise OrbitError(ErrorCode.UNSUPPORTED_MEDIA_TYPE, "a body needs a content-type")
+            if limit is not None and seen > limit:
+                raise _too_large(limit)
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
 
-        return counted
+
+def _replaying(body: bytes, receive: Receive) -> Receive:
+    """``receive`` giving ``body`` whole first, then what comes next (a disconnect)."""
+    given = False
+
+    async def replay() -> Message:
+        nonlocal given
+        if given:
+            return await receive()
+        given = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return replay
+
+
+def unreadable_target(scope: Scope) -> OrbitError | None:
+    """The refusal of a request whose path or query string, percent-decoded, holds a NUL
+    or is not UTF-8 text (a lone surrogate's bytes, say); None when both are text."""
+    raw_path = scope.get("raw_path") or str(scope["path"]).encode("utf-8", "surrogatepass")
+    for part, raw in (("path", raw_path), ("query string", scope.get("query_string", b""))):
+        try:
+            problem = text_problem(unquote_to_bytes(raw).decode())
+        except UnicodeDecodeError:
+            problem = "bytes that are not UTF-8 (a lone surrogate's, say)"
+        if problem is not None:
+            return OrbitError(ErrorCode.INVALID_REQUEST, f"the request's {part} holds {problem}")
+    return None
 
 
 def _unsupported(path: str) -> OrbitError:
