@@ -245,7 +245,7 @@ def definition_from_body(body: bytes, is_ir: bool) -> Definition:
         definition = compile_definition(text, BODY_FILE)
     # A NUL or a lone surrogate (in a description, a schema, a name) Postgres cannot
     # store: refused here as the definition's problem, not by the database.
-    problem = payload_problem(definition.ir.to_json_data(), max_depth=MAX_IR_DEPTH)
-    if problem is not None:
-        raise DefinitionError([Problem(BODY_FILE, None, "", f"the definition {problem}")])
+    unstorable = payload_problem(definition.ir.to_json_data(), max_depth=MAX_IR_DEPTH)
+    if unstorable is not None:
+        raise DefinitionError([Problem(BODY_FILE, None, "", f"the definition {unstorable}")])
     return definition
