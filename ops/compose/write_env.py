@@ -46,8 +46,11 @@ def main(path: Path) -> int:
         return 0
     lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
     lines += [f"{name}={DRAWN[name]()}" for name in missing]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    os.chmod(path, 0o600)
+    # Owner-only before a byte is written: never readable by others, not even briefly.
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    os.fchmod(descriptor, 0o600)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write("\n".join(lines) + "\n")
     print(f"wrote {', '.join(missing)} to {path} (readable by you only)")
     return 0
 

@@ -77,12 +77,21 @@ async def dev_token(settings: Settings, say: Say) -> str | None:
                     raise
         else:  # pragma: no cover - a second dev started within the same second
             raise OrbitError(ErrorCode.TOKEN_EXISTS, "could not name the dev token")
+        # The dev tokens made before (their secret is lost, or no longer saved): revoked,
+        # so that admin tokens do not pile up while nobody holds them.
+        for row in await store.tokens.list():
+            if row.name != name and _is_dev_token(row.name) and row.revoked_at is None:
+                await store.tokens.revoke(row.name)
     finally:
         await store.close()
     path = save_token(url, secret, name)
     say(f"made the admin API token {name!r} and saved it in {path}:")
     say('  the orbit commands use it; curl: -H "authorization: Bearer $(orbit login --show)"')
     return secret
+
+
+def _is_dev_token(name: str) -> bool:
+    return name == "dev" or (name.startswith("dev-") and name[4:].replace("-", "").isdigit())
 
 
 async def run_dev(settings: Settings, say: Say, demo_dir: Path | None = None) -> None:

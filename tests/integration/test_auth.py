@@ -19,6 +19,9 @@ import httpx
 import pytest
 
 from orbit_model.access import Scope
+from orbit_model.errors import OrbitError
+from orbit_sdk.credentials import saved_token
+from orbit_services.dev import dev_token
 from orbit_services.store.tokens import new_secret
 
 from .conftest import OrbitEnv
@@ -208,12 +211,14 @@ async def test_a_narrowed_token_reaches_its_workflows_only(world: Fixture) -> No
     for row in ROWS:
         if row.scope in ("none", "admin"):
             continue
-        mine = _outcome(await _send(world, _request(row, world, MINE), token))
-        if mine != "ok":
-            wrong.append(f"{row.method} {row.path} on its own workflow: {mine}")
-        other = _outcome(await _send(world, _request(row, world, OTHER), token))
         match = re.match(r"(\d{3}) `([A-Z_]+)`", row.narrowed)
         expected = f"{match[1]} {match[2]}" if match else "ok"
+        mine = _outcome(await _send(world, _request(row, world, MINE), token))
+        # "on every workflow": a route that is no workflow's refuses narrowed tokens.
+        own = expected if "on every workflow" in row.narrowed else "ok"
+        if mine != own:
+            wrong.append(f"{row.method} {row.path} on its own workflow: {mine}")
+        other = _outcome(await _send(world, _request(row, world, OTHER), token))
         if other != expected:
             wrong.append(f"{row.method} {row.path} on another workflow: {other}")
     assert not wrong, "\n".join(wrong)
@@ -227,6 +232,20 @@ async def test_a_narrowed_token_reaches_its_workflows_only(world: Fixture) -> No
         world, {"method": "GET", "url": f"/v1/executions?workflow={OTHER}"}, token
     )
     assert error_of(filtered)[:2] == (403, "PERMISSION_DENIED")
+    # Nor through a child: a definition it registers may start only its workflows.
+    parent = _workflow("mine-parent").replace(
+        "steps:\n", f"steps:\n  - id: child\n    workflow: {OTHER}@1.0.0\n"
+    )
+    registered = await _send(
+        world,
+        {"method": "POST", "url": "/v1/definitions", "content": parent, "headers": YAML},
+        token,
+    )
+    assert error_of(registered)[:2] == (403, "PERMISSION_DENIED")
+    # An id no execution has yet is refused as well: by the time a signal is recorded,
+    # another workflow's execution could have it.
+    missing = await _send(world, {"method": "GET", "url": "/v1/executions/not-yet"}, token)
+    assert error_of(missing)[:2] == (404, "NOT_FOUND")
 
 
 async def test_a_revoked_token_is_refused_at_once_by_every_gateway(
@@ -295,3 +314,52 @@ async def test_tokens_are_managed_over_http_by_an_admin(world: Fixture) -> None:
     assert revoked.json()["revoked_at"] is not None
     missing = await client.post("/v1/tokens/nobody/revoke", headers=admin)
     assert error_of(missing)[:2] == (404, "NOT_FOUND")
+
+
+async def test_a_secret_made_elsewhere_is_ascii_without_dots_and_made_again_only_alike(
+    gateway: Gateway,
+) -> None:
+    tokens = gateway.store.tokens
+    reader = frozenset({Scope.EXECUTIONS_READ})
+    for bad in ("a.b." + "c" * 40, "é" * 40, "short", "with space " + "x" * 40):
+        with pytest.raises(OrbitError) as refused:
+            await tokens.create("managed", reader, secret=bad)
+        assert refused.value.code == "INVALID_REQUEST"
+    secret = "m" * 40
+    await tokens.create("managed", reader, secret=secret)
+    await tokens.create("managed", reader, secret=secret)  # the same again: no change
+    with pytest.raises(OrbitError) as wider:
+        await tokens.create("managed", frozenset({Scope.ADMIN}), secret=secret)
+    assert wider.value.code == "TOKEN_EXISTS"
+    (row,) = await tokens.list()
+    assert row.scopes == ("executions:read",)
+
+
+async def test_a_failure_while_checking_a_token_is_a_json_error_without_its_cause(
+    gateway: Gateway,
+) -> None:
+    await gateway.database.execute("ALTER TABLE api_tokens RENAME TO api_tokens_gone")
+    answer = await gateway.client.get("/v1/workers", headers={"authorization": "Bearer x"})
+    status, code, message = error_of(answer)
+    assert (status, code) == (500, "INTERNAL")
+    assert "api_tokens" not in message
+
+
+async def test_orbit_dev_keeps_its_token_and_revokes_the_ones_it_replaces(
+    orbit_env: OrbitEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("ORBIT_CREDENTIALS", str(tmp_path / "credentials.json"))
+    settings = orbit_env.settings_with(auth="tokens")
+    said: list[str] = []
+    first = await dev_token(settings, said.append)
+    assert first is not None
+    assert saved_token(settings.gateway_url) == first
+    assert await dev_token(settings, said.append) == first  # kept while it is accepted
+    (tmp_path / "credentials.json").unlink()  # the saved secret is lost
+    second = await dev_token(settings, said.append)
+    assert second not in (None, first)
+    async with running(orbit_env, settings) as gateway:
+        rows = {row.name: row for row in await gateway.store.tokens.list()}
+        assert rows["dev"].revoked_at is not None
+        assert [row.revoked_at for name, row in rows.items() if name != "dev"] == [None]
+        assert await gateway.store.tokens.grant(first) is None

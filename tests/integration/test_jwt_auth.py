@@ -3,6 +3,7 @@ made here, and every way a JWT can be wrong refused with the same 401."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import threading
@@ -15,7 +16,7 @@ from typing import Any
 import jwt
 import pytest
 from cryptography.hazmat.primitives import hmac, serialization
-from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 from cryptography.hazmat.primitives.hashes import SHA256
 
@@ -37,10 +38,19 @@ class IdentityProvider:
     key: RSAPrivateKey
     fetches: list[float]
 
-    def token(self, key: RSAPrivateKey | None = None, kid: str = "k1", **claims: Any) -> str:
-        body = {"sub": "ada", "aud": AUDIENCE, "iss": ISSUER, "exp": time.time() + 60, **claims}
+    def token(self, key: Any = None, kid: str = "k1", alg: str = "RS256", **claims: Any) -> str:
+        """A JWT of this provider; ``orbit_workflows`` is ``["*"]`` unless given (None:
+        without the claim)."""
+        body = {
+            "sub": "ada",
+            "aud": AUDIENCE,
+            "iss": ISSUER,
+            "exp": time.time() + 60,
+            "orbit_workflows": ["*"],
+            **claims,
+        }
         body = {name: value for name, value in body.items() if value is not None}
-        return jwt.encode(body, key or self.key, algorithm="RS256", headers={"kid": kid})
+        return jwt.encode(body, key or self.key, algorithm=alg, headers={"kid": kid})
 
 
 @pytest.fixture
@@ -121,9 +131,19 @@ async def test_every_wrong_jwt_is_the_same_401(gateway: Gateway, idp: IdentityPr
         "HS256 with the public key as secret": _hs256(claims, public_pem),
         "not a JWT at all": "a.b.c",
         "an admin narrowed to workflows": idp.token(scope="admin", orbit_workflows=["pay*"]),
+        "without the workflows claim": idp.token(scope="executions:read", orbit_workflows=None),
+        "ES256 under the RSA key's id": idp.token(
+            key=ec.generate_private_key(ec.SECP256R1()), alg="ES256", scope="admin"
+        ),
+        "scopes that are not names": idp.token(scope=[{"a": 1}, ["admin"]]),
     }
     answers = {case: await _status(gateway, token) for case, token in wrong.items()}
-    assert answers == dict.fromkeys(wrong, (401, "UNAUTHENTICATED"))
+    expected = dict.fromkeys(wrong, (401, "UNAUTHENTICATED"))
+    # Known, and nothing granted: an authenticated caller that may do nothing.
+    expected["scopes that are not names"] = (403, "PERMISSION_DENIED")
+    assert answers == expected
+    admin_without_claim = idp.token(scope="admin", orbit_workflows=None)
+    assert await _status(gateway, admin_without_claim) == (200, "")
 
 
 def _hs256(claims: dict[str, Any], secret: bytes) -> str:
@@ -163,6 +183,45 @@ async def test_made_up_key_ids_do_not_flood_the_identity_provider(
     assert len(idp.fetches) - before <= 1
 
 
-def test_a_jwks_needs_an_audience() -> None:
+def test_a_jwks_needs_an_audience_and_https_off_this_machine() -> None:
     with pytest.raises(SettingsError, match="ORBIT_AUTH_JWT_AUDIENCE"):
         load_settings(auth_jwks_url="https://idp.example/jwks")
+    with pytest.raises(SettingsError, match="https"):
+        load_settings(auth_jwks_url="http://idp.example/jwks", auth_jwt_audience="a")
+    load_settings(auth_jwks_url="http://127.0.0.1:9/jwks", auth_jwt_audience="a")
+
+
+async def test_an_unreadable_jwks_is_a_503_and_is_not_fetched_for_every_request(
+    orbit_env: OrbitEnv,
+) -> None:
+    fetches: list[float] = []
+
+    class Broken(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            fetches.append(time.monotonic())
+            self.send_response(200)
+            self.end_headers()
+            self.wfile.write(b"<html>not a JWKS</html>")
+
+        def log_message(self, *args: object) -> None:
+            return None
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Broken)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_port}/jwks"
+    settings = orbit_env.settings_with(auth="tokens", auth_jwks_url=url, auth_jwt_audience=AUDIENCE)
+    try:
+        async with running(orbit_env, settings) as gateway:
+            key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+            token = jwt.encode({"sub": "x"}, key, algorithm="RS256", headers={"kid": "k"})
+            headers = {"authorization": f"Bearer {token}"}
+            answers = await asyncio.gather(
+                *(gateway.client.get("/v1/workers", headers=headers) for _ in range(8))
+            )
+    finally:
+        server.shutdown()
+        server.server_close()
+    refusals = [error_of(answer) for answer in answers]
+    assert {(status, code) for status, code, _ in refusals} == {(503, "UNAVAILABLE")}
+    assert len(fetches) == 1
+    assert not any(str(server.server_port) in message for _, _, message in refusals)

@@ -18,6 +18,7 @@ from enum import StrEnum
 
 from orbit_model.durations import DurationError, parse_duration
 from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.names import WORKFLOW_NAME
 
 TOKEN_PREFIX = "orbit_"
 """Every token starts so, which makes a leaked one easy to find in logs and repositories."""
@@ -25,6 +26,8 @@ TOKEN_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,99}")
 TOKEN_NAME_RULE = "letters, digits, - _ . @ (at most 100, starting with a letter or digit)"
 WORKFLOW_PATTERN = re.compile(r"[a-z0-9_.*?-]{1,100}")
 WORKFLOW_PATTERN_RULE = "a workflow name in which * matches any run of characters and ? one"
+MAX_LIFETIME_MS = 3650 * 86_400_000
+"""The longest ``--expires``: ten years (a token without one lives until revoked)."""
 MIN_SECRET_CHARS = 32
 """The shortest token accepted from outside (``--secret-env``): about 190 bits or more."""
 
@@ -102,6 +105,10 @@ def expiry(expires_in: str | None, now: datetime) -> datetime | None:
         milliseconds = parse_duration(expires_in)
     except DurationError as error:
         raise OrbitError(ErrorCode.INVALID_REQUEST, f"expires: {error}") from None
+    if milliseconds > MAX_LIFETIME_MS:
+        raise OrbitError(
+            ErrorCode.INVALID_REQUEST, "expires: at most 3650d (ten years); or give none"
+        )
     return now + timedelta(milliseconds=milliseconds)
 
 
@@ -139,10 +146,28 @@ def bearer_token(authorization: str | None) -> str:
     return token.strip()
 
 
-def pattern_regex(pattern: str) -> re.Pattern[str]:
-    """A workflow pattern as a regular expression over whole names."""
-    parts = (".*" if char == "*" else "." if char == "?" else re.escape(char) for char in pattern)
-    return re.compile("".join(parts))
+def matches(pattern: str, name: str) -> bool:
+    """Whether ``name`` matches the workflow pattern (``*`` any run of characters, ``?``
+    one), in time linear in their lengths.
+
+    Not a regular expression: ``.*`` backtracks, and a pattern such as ``*.*.x``
+    against a long name a client sends would hold the event loop for seconds.
+    """
+    p = n = 0
+    star = -1  # where the last * was in the pattern
+    resume = 0  # the name position that * matches up to, exclusive, so far
+    while n < len(name):
+        if p < len(pattern) and pattern[p] in ("?", name[n]):
+            p, n = p + 1, n + 1
+        elif p < len(pattern) and pattern[p] == "*":
+            star, resume = p, n
+            p += 1
+        elif star >= 0:  # let the last * take one more character
+            resume += 1
+            p, n = star + 1, resume
+        else:
+            return False
+    return all(char == "*" for char in pattern[p:])
 
 
 def like_pattern(pattern: str) -> str:
@@ -171,8 +196,11 @@ class Grant:
 
     def covers(self, workflow: str) -> bool:
         """Whether the token may touch executions and definitions of ``workflow``."""
-        return not self.workflows or any(
-            pattern_regex(pattern).fullmatch(workflow) for pattern in self.workflows
+        if not self.workflows:
+            return True
+        # A name no workflow can have matches no pattern (and is never worth matching).
+        return WORKFLOW_NAME.fullmatch(workflow) is not None and any(
+            matches(pattern, workflow) for pattern in self.workflows
         )
 
     @property

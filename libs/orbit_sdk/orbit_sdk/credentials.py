@@ -32,14 +32,18 @@ def credentials_path() -> Path:
 
 
 def gateway_key(url: str) -> str:
-    """The key a gateway's token is kept under: scheme, host and port of its URL."""
+    """The key a gateway's token is kept under: scheme, host, port and path of its URL
+    (two gateways behind one host under different paths keep tokens of their own)."""
     parts = urlsplit(url.strip())
     scheme = (parts.scheme or "http").lower()
     host = (parts.hostname or "").lower()
     if host in _LOOPBACK:
         host = "loopback"
-    port = parts.port or (443 if scheme == "https" else 80)
-    return f"{scheme}://{host}:{port}"
+    try:
+        port = parts.port or (443 if scheme == "https" else 80)
+    except ValueError:  # not a port: the key of no gateway (the URL is refused elsewhere)
+        port = 0
+    return f"{scheme}://{host}:{port}{parts.path.rstrip('/')}"
 
 
 def _read(path: Path) -> dict[str, Any]:

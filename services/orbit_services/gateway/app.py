@@ -152,8 +152,12 @@ def _metrics_router(*, public: bool) -> APIRouter:
         responses={200: {"content": {"text/plain": {}}}},
     )
     async def prometheus_metrics(request: Request) -> Response:
-        if not public:
-            await grant_of(request)  # any valid token
+        # Any token that sees every workflow: the counters name them all.
+        if not public and not (await grant_of(request)).everything:
+            raise OrbitError(
+                ErrorCode.PERMISSION_DENIED,
+                "/metrics shows every workflow: a token narrowed to some cannot read it",
+            )
         body, content_type = metrics.exposition()
         return Response(body, media_type=content_type)
 

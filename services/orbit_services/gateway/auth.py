@@ -2,10 +2,10 @@
 token (``Authorization: Bearer …``), and each route names the scope it needs.
 
 :class:`Authenticate` (ASGI middleware) looks the token up before anything
-else reads the request, so an unauthenticated caller learns nothing, not even
-which routes exist or what their bodies must be: it gets 401
-``UNAUTHENTICATED`` whether the token is missing, unknown, expired or revoked,
-after the same one lookup by digest. A route then takes its grant through
+else reads the request, so an unauthenticated caller gets no further than
+``/openapi.json`` tells anyone: 401 ``UNAUTHENTICATED`` whether the token is
+missing, unknown, expired or revoked, after the same one lookup by digest, on
+every path, known or not. A route then takes its grant through
 :func:`permit`, which answers 403 ``PERMISSION_DENIED`` for a missing scope;
 what a token narrowed to some workflows may see is checked where the
 workflow is known (:mod:`.routes`).
@@ -24,11 +24,13 @@ from starlette.types import Scope as AsgiScope
 
 from orbit_model.access import UNRESTRICTED, Grant, Scope, bearer_token
 from orbit_model.errors import ErrorCode, OrbitError
+from orbit_sdk.logs import LogThrottle
 from orbit_services.gateway.errors import error_response
 from orbit_services.gateway.jwt_auth import JwtVerifier, looks_like_jwt
 from orbit_services.store.tokens import TokenStore
 
 log = logging.getLogger("orbit.gateway")
+_outages = LogThrottle(log)
 
 OPEN_PATHS = frozenset({"/healthz", "/readyz", "/openapi.json", "/docs", "/redoc"})
 """Served without a token: the probes, and the API's description (it holds no data)."""
@@ -65,6 +67,10 @@ class Authenticate:
         self.jwts = jwts
 
     async def __call__(self, scope: AsgiScope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket" and self.tokens is not None:
+            # No route takes one today; should one come, it is not to pass unchecked.
+            await send({"type": "websocket.close", "code": 1008})
+            return
         if scope["type"] != "http" or scope["path"] in self.open_paths:
             await self.app(scope, receive, send)
             return
@@ -74,13 +80,9 @@ class Authenticate:
             header = dict(scope["headers"]).get(b"authorization")
             token = bearer_token(header.decode("latin-1") if header is not None else None)
             try:
-                if self.jwts is not None and looks_like_jwt(token):
-                    grant = await self.jwts.grant(token)
-                else:
-                    grant = await self.tokens.grant(token)
-            except OrbitError as error:  # Postgres away: 503, as every other route says
-                code = ErrorCode(error.code)
-                await error_response(code, error.message)(scope, receive, send)
+                grant = await self._grant(token)
+            except Exception as error:  # outside FastAPI's handlers: answered here
+                await _refusal(error)(scope, receive, send)
                 return
         if grant is None:
             response = error_response(ErrorCode.UNAUTHENTICATED, _UNAUTHENTICATED)
@@ -88,6 +90,33 @@ class Authenticate:
             return
         scope.setdefault("state", {})["grant"] = grant
         await self.app(scope, receive, send)
+
+    async def _grant(self, token: str) -> Grant | None:
+        assert self.tokens is not None
+        if self.jwts is not None and looks_like_jwt(token):
+            return await self.jwts.grant(token)
+        return await self.tokens.grant(token)
+
+
+def _refusal(error: Exception) -> Any:
+    """The answer to a failure while a token was checked: a 503 when Postgres or the
+    identity provider is away (logged once a while), a logged 500 otherwise, whose
+    message says nothing of the cause."""
+    if isinstance(error, OrbitError) and error.code is ErrorCode.UNAVAILABLE:
+        _outages.log(
+            logging.WARNING,
+            error.message.split(":", 1)[0],
+            "checking an API token: %s",
+            error.message,
+            extra={"action": "gateway.unavailable"},
+        )
+        return error_response(ErrorCode.UNAVAILABLE, error.message)
+    log.error(
+        "checking an API token failed",
+        exc_info=error,
+        extra={"action": "gateway.auth_failed"},
+    )
+    return error_response(ErrorCode.INTERNAL, "the request failed inside Orbit (see its log)")
 
 
 # The dependencies are coroutines only so that FastAPI runs them on the event loop:

@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from orbit_model.access import UNRESTRICTED, Grant, Scope, like_pattern
+from orbit_model.children import children_of
 from orbit_model.compiler import Definition, definition_from_body
 from orbit_model.cursors import decode_cursor, encode_cursor
 from orbit_model.errors import ErrorCode, OrbitError
@@ -119,6 +120,10 @@ class Executions:
             )
         parsed = definition_from_body(body, is_ir=is_json(content_type))
         grant.require(Scope.DEFINITIONS_WRITE, parsed.ir.name)
+        # A narrowed token would otherwise reach other workflows by starting them as
+        # children: the children must be its workflows too.
+        for child, _ in children_of(parsed):
+            grant.require(Scope.DEFINITIONS_WRITE, child)
         definition, created = await self.registry.register(parsed)
         ir = definition.ir
         return {"name": ir.name, "version": ir.version, "hash": definition.hash, "created": created}
@@ -283,7 +288,7 @@ class Executions:
         """
         stored = await self.store.read_history(execution_id)
         if not stored:
-            raise _not_found(execution_id)
+            raise not_found(execution_id)
         return [item.to_json_data() for item in stored]
 
     async def query(self, execution_id: str, name: str) -> dict[str, Json]:
@@ -374,13 +379,13 @@ class Executions:
         """The execution's state now (its cached state and the events since)."""
         state = (await self._states.current([execution_id]))[execution_id]
         if state.last_seq == 0:
-            raise _not_found(execution_id)
+            raise not_found(execution_id)
         return state
 
     async def _row(self, execution_id: str) -> ExecutionRow:
         row = await self.store.execution(execution_id)
         if row is None:
-            raise _not_found(execution_id)
+            raise not_found(execution_id)
         return row
 
     async def _view(self, row: ExecutionRow) -> dict[str, Json]:
@@ -468,7 +473,7 @@ def _checked_id(execution_id: str) -> str:
     return execution_id
 
 
-def _not_found(execution_id: str) -> OrbitError:
+def not_found(execution_id: str) -> OrbitError:
     return OrbitError(ErrorCode.NOT_FOUND, f"execution {execution_id!r} not found")
 
 

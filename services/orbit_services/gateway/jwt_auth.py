@@ -17,6 +17,7 @@ turn the gateway into a flood of requests to the identity provider.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
@@ -28,13 +29,18 @@ from orbit_model.errors import ErrorCode, OrbitError
 KEYS_LIFESPAN_SECONDS = 300.0
 UNKNOWN_KEY_REFETCH_SECONDS = 30.0
 FETCH_TIMEOUT_SECONDS = 5
+FAILED_FETCH_PAUSE_SECONDS = 5.0
+"""While no key is held and a fetch failed, requests are answered 503 this long before
+another fetch is tried: an unanswering provider must not queue up every request."""
 ALGORITHMS = ["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "EdDSA"]
 """Asymmetric only: a JWKS holds public keys, and HS256 "signed" with one of them is a forgery."""
 _KNOWN_SCOPES = {scope.value: scope for scope in Scope}
+log = logging.getLogger("orbit.gateway")
 
 
 def looks_like_jwt(token: str) -> bool:
-    """Whether a bearer token is to be checked as a JWT rather than looked up."""
+    """Whether a bearer token is to be checked as a JWT rather than looked up (an API
+    token never holds a dot: ``--secret-env`` refuses one)."""
     return token.count(".") == 2 and not token.startswith("orbit_")
 
 
@@ -57,6 +63,9 @@ class JwtVerifier:
         self.workflows_claim = workflows_claim
         self._keys: dict[str | None, jwt.PyJWK] = {}
         self._fetched_at: float | None = None
+        """When the keys held were fetched (monotonic)."""
+        self._tried_at: float | None = None
+        """When a fetch was last tried, whatever came of it."""
         self._fetching = asyncio.Lock()
 
     async def grant(self, token: str) -> Grant | None:
@@ -69,19 +78,22 @@ class JwtVerifier:
             header = jwt.get_unverified_header(token)
         except jwt.PyJWTError:
             return None
-        key = await self._key(header.get("kid"))
+        kid = header.get("kid")
+        key = await self._key(kid if isinstance(kid, str) else None)
         if key is None:
             return None
         try:
+            # The PyJWK itself, not its raw key: PyJWT then verifies with the key's own
+            # algorithm, whatever the token's header claims (no algorithm confusion).
             claims = jwt.decode(
                 token,
-                key.key,
+                key,
                 algorithms=ALGORITHMS,
                 audience=self.audience,
                 issuer=self.issuer,
                 options={"require": ["exp", "sub", *(["iss"] if self.issuer else [])]},
             )
-        except jwt.PyJWTError:
+        except (jwt.PyJWTError, TypeError, ValueError):
             return None
         return self._grant_of(claims)
 
@@ -90,10 +102,15 @@ class JwtVerifier:
         names = raw.split() if isinstance(raw, str) else raw
         if not isinstance(names, list):
             return None
-        scopes = frozenset(_KNOWN_SCOPES[name] for name in names if name in _KNOWN_SCOPES)
+        scopes = frozenset(
+            _KNOWN_SCOPES[name] for name in names if isinstance(name, str) and name in _KNOWN_SCOPES
+        )
         workflows: tuple[str, ...] = ()
-        if self.workflows_claim is not None and self.workflows_claim in claims:
-            patterns = claims[self.workflows_claim]
+        if self.workflows_claim is not None:
+            patterns = claims.get(self.workflows_claim)
+            if patterns is None:
+                # Fail closed: with the claim configured, only an admin goes without it.
+                return Grant(f"jwt:{claims['sub']}", scopes) if Scope.ADMIN in scopes else None
             if not isinstance(patterns, list) or not patterns:
                 return None
             try:
@@ -111,25 +128,41 @@ class JwtVerifier:
             self._fetched_at is None or now - self._fetched_at > UNKNOWN_KEY_REFETCH_SECONDS
         )
         if stale or unknown:
-            async with self._fetching:
-                if self._fetched_at is None or time.monotonic() - self._fetched_at > 1.0:
+            async with self._fetching:  # one fetch at a time; those waiting reuse it
+                tried = self._tried_at
+                if tried is None or time.monotonic() - tried > 1.0:
                     await self._refresh()
+                elif not self._keys:  # the fetch just failed: do not queue up another
+                    raise _unavailable()
         if key_id is None and len(self._keys) == 1:  # a JWKS of one key need not name it
             return next(iter(self._keys.values()))
         return self._keys.get(key_id)
 
     async def _refresh(self) -> None:
-        """Fetch the keys; when that fails, go on with those held (tried again shortly),
-        or answer 503 when none are."""
+        """Fetch the keys; when that fails, go on with those held (tried again in
+        :data:`UNKNOWN_KEY_REFETCH_SECONDS`), or answer 503 when none are held (tried
+        again after :data:`FAILED_FETCH_PAUSE_SECONDS`)."""
+        self._tried_at = time.monotonic()
         try:
             jwk_set = await asyncio.to_thread(self._client.get_jwk_set, True)
-        except jwt.PyJWKClientError as error:
+            keys = {key.key_id: key for key in jwk_set.keys}
+        except Exception as error:  # any failure of the provider: none may become a 500
+            log.warning(
+                "the JWKS at %s cannot be read: %s",
+                self._url,
+                error,
+                extra={"action": "gateway.jwks_unreadable"},
+            )
             if not self._keys:
-                raise OrbitError(
-                    ErrorCode.UNAVAILABLE, f"the JWKS at {self._url} cannot be read: {error}"
-                ) from None
+                self._tried_at = time.monotonic() + FAILED_FETCH_PAUSE_SECONDS - 1.0
+                raise _unavailable() from None
             retry_at = time.monotonic() - KEYS_LIFESPAN_SECONDS + UNKNOWN_KEY_REFETCH_SECONDS
             self._fetched_at = retry_at
             return
-        self._keys = {key.key_id: key for key in jwk_set.keys}
+        self._keys = keys
         self._fetched_at = time.monotonic()
+
+
+def _unavailable() -> OrbitError:
+    # The provider's address is for the operator's log, not for a caller without a token.
+    return OrbitError(ErrorCode.UNAVAILABLE, "the identity provider's keys cannot be read")

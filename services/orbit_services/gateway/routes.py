@@ -18,7 +18,7 @@ from orbit_services.gateway.auth import (
     ExecutionsStart,
     WorkersRead,
 )
-from orbit_services.gateway.executions import MAX_PAGE, MAX_WAIT_SECONDS, Executions
+from orbit_services.gateway.executions import MAX_PAGE, MAX_WAIT_SECONDS, Executions, not_found
 from orbit_services.gateway.schemas import (
     CancelRequest,
     DefinitionSummary,
@@ -74,8 +74,10 @@ async def _visible(executions: Executions, grant: Grant, execution_id: str) -> N
     if grant.everything:
         return
     workflow = await executions.workflow_of(execution_id)
-    if workflow is not None and not grant.covers(workflow):
-        raise OrbitError(ErrorCode.NOT_FOUND, f"execution {execution_id!r} not found")
+    # One that does not exist yet is refused too: it might be created by the time the
+    # request is carried out, and be another workflow's.
+    if workflow is None or not grant.covers(workflow):
+        raise not_found(execution_id)
 
 
 def api_router(executions: Executions) -> APIRouter:

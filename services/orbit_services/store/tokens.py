@@ -8,6 +8,7 @@ written at most once per :data:`TOUCH_INTERVAL_SECONDS` per token and gateway.
 
 from __future__ import annotations
 
+import re
 import secrets
 import time
 from dataclasses import dataclass
@@ -31,6 +32,8 @@ from orbit_services.store.pool import Database
 TOUCH_INTERVAL_SECONDS = 60.0
 SECRET_BYTES = 32
 _KNOWN_SCOPES = frozenset(scope.value for scope in Scope)
+SECRET_TEXT = re.compile(rf"[A-Za-z0-9_~+/=-]{{{MIN_SECRET_CHARS},512}}")
+"""What a secret made elsewhere may be: the alphabets of base64 and of URL-safe tokens."""
 
 
 def new_secret() -> str:
@@ -97,8 +100,8 @@ class TokenStore:
 
         Args:
             secret: A secret made elsewhere (a secrets manager's); drawn here if None.
-                Made again with the same name and secret, the token is answered as it
-                is (so a deployment's init step may run twice).
+                Made again with the same name, secret, scopes and workflows, the token
+                is answered as it is (so a deployment's init step may run twice).
 
         Raises:
             OrbitError: ``TOKEN_EXISTS`` when ``name`` is taken (revoked tokens keep
@@ -113,23 +116,26 @@ class TokenStore:
         given = secret is not None
         if secret is None:
             secret = new_secret()
-        elif len(secret) < MIN_SECRET_CHARS or not secret.isprintable() or " " in secret:
+        elif not SECRET_TEXT.fullmatch(secret):
+            # ASCII: a header is read as latin-1, so other text would never match its
+            # digest; no dot: a token with two would be taken for a JWT.
             raise OrbitError(
                 ErrorCode.INVALID_REQUEST,
-                f"a token must be at least {MIN_SECRET_CHARS} printable characters without spaces",
+                f"a token must be at least {MIN_SECRET_CHARS} of A-Z a-z 0-9 - _ ~ + / =",
             )
         record = await self._db.fetchrow(
             sql.INSERT_TOKEN,
             name=name,
             digest=token_digest(secret),
             scopes=sorted(scope.value for scope in scopes),
-            workflows=list(workflows),
+            workflows=sorted(set(workflows)),
             expires_at=expires_at,
         )
         if record is None:
-            # Made again from the same given secret (a deployment's init step run
-            # twice): the token is there as asked, which is not a conflict.
-            if given and (grant := await self._grant(secret)) is not None and grant.name == name:
+            # Made again from the same given secret and grant (a deployment's init
+            # step run twice): the token is there as asked, which is not a conflict.
+            same = Grant(name, frozenset(scopes), tuple(sorted(set(workflows))))
+            if given and await self._grant(secret) == same:
                 existing = [row for row in await self.list() if row.name == name]
                 return existing[0], secret
             raise OrbitError(

@@ -106,8 +106,10 @@ def client_settings() -> ClientSettings:
         raise typer.Exit(2) from None
 
 
-def call(url: str, work: Callable[[OrbitClient], Awaitable[T]]) -> T:
-    """Run ``work`` with a client of ``url``; print any failure as ``CODE: message``, exit 1."""
+def call(url: str, work: Callable[[OrbitClient], Awaitable[T]], token: str | None = None) -> T:
+    """Run ``work`` with a client of ``url`` (sending ``token``, or the one of
+    :func:`~orbit_sdk.credentials.token_for`); print any failure as ``CODE: message``,
+    exit 1."""
     import httpx  # noqa: PLC0415
 
     from orbit_model.errors import ErrorCode  # noqa: PLC0415
@@ -120,7 +122,7 @@ def call(url: str, work: Callable[[OrbitClient], Awaitable[T]]) -> T:
     from orbit_sdk.credentials import token_for  # noqa: PLC0415
 
     async def with_client() -> T:
-        async with OrbitClient(url, token=token_for(url)) as client:
+        async with OrbitClient(url, token=token or token_for(url)) as client:
             return await work(client)
 
     try:

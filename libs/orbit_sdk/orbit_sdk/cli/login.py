@@ -59,14 +59,13 @@ def _check(url: str, token: str) -> None:
     from orbit_sdk.client import OrbitClient, OrbitClientError  # noqa: PLC0415
 
     async def probe(client: OrbitClient) -> None:
-        async with OrbitClient(url, token=token) as checked:
-            try:
-                await checked.list(limit=1)
-            except OrbitClientError as error:
-                if error.status != 403:  # a token without executions:read is still a token
-                    raise
+        try:
+            await client.list(limit=1)
+        except OrbitClientError as error:
+            if error.status != 403:  # a token without executions:read is still a token
+                raise
 
-    call(url, probe)
+    call(url, probe, token=token)
 
 
 def logout(url: Url = "") -> None:
