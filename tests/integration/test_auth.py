@@ -363,3 +363,24 @@ async def test_orbit_dev_keeps_its_token_and_revokes_the_ones_it_replaces(
         assert rows["dev"].revoked_at is not None
         assert [row.revoked_at for name, row in rows.items() if name != "dev"] == [None]
         assert await gateway.store.tokens.grant(first) is None
+
+
+async def test_no_cors_header_unless_an_origin_is_configured(orbit_env: OrbitEnv) -> None:
+    preflight = {
+        "origin": "https://console.example",
+        "access-control-request-method": "POST",
+        "access-control-request-headers": "authorization, content-type",
+    }
+    async with running(orbit_env, orbit_env.settings_with(auth="tokens")) as gateway:
+        answer = await gateway.client.options("/v1/executions", headers=preflight)
+        assert "access-control-allow-origin" not in answer.headers
+        assert error_of(answer)[:2] == (401, "UNAUTHENTICATED")
+    configured = orbit_env.settings_with(
+        auth="tokens", http_cors_origins="https://console.example/"
+    )
+    async with running(orbit_env, configured) as gateway:
+        allowed = await gateway.client.options("/v1/executions", headers=preflight)
+        assert allowed.headers["access-control-allow-origin"] == "https://console.example"
+        other = {**preflight, "origin": "https://evil.example"}
+        refused = await gateway.client.options("/v1/executions", headers=other)
+        assert "access-control-allow-origin" not in refused.headers

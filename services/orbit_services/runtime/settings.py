@@ -97,32 +97,28 @@ class Settings(ClientSettings, GatewayAddress):
     @field_validator("http_allow_hosts", mode="before")
     @classmethod
     def _allow_hosts(cls, value: Any) -> Any:
-        entries = value.split(",") if isinstance(value, str) else value
-        if isinstance(entries, list | tuple):
-            entries = tuple(str(entry).strip() for entry in entries if str(entry).strip())
+        entries = _comma_list(value)
+        if isinstance(entries, tuple):
             AllowList.parse(entries)  # a bad entry stops the service, named
         return entries
 
     @field_validator("http_allowed_hosts", mode="before")
     @classmethod
     def _allowed_hosts(cls, value: Any) -> Any:
-        entries = value.split(",") if isinstance(value, str) else value
-        if isinstance(entries, list | tuple):
-            return tuple(str(entry).strip().lower() for entry in entries if str(entry).strip())
-        return entries
+        entries = _comma_list(value)
+        return tuple(entry.lower() for entry in entries) if isinstance(entries, tuple) else entries
 
     @field_validator("http_cors_origins", mode="before")
     @classmethod
     def _cors_origins(cls, value: Any) -> Any:
-        entries = value.split(",") if isinstance(value, str) else value
-        if isinstance(entries, list | tuple):
-            origins = tuple(str(entry).strip().rstrip("/") for entry in entries)
-            origins = tuple(origin for origin in origins if origin)
-            for origin in origins:
-                if origin != "*" and not origin.startswith(("http://", "https://")):
-                    raise ValueError(f"{origin!r} is not an origin such as https://host:port")
-            return origins
-        return entries
+        entries = _comma_list(value)
+        if not isinstance(entries, tuple):
+            return entries
+        origins = tuple(origin.rstrip("/") for origin in entries)
+        for origin in origins:
+            if origin != "*" and not origin.startswith(("http://", "https://")):
+                raise ValueError(f"{origin!r} is not an origin such as https://host:port")
+        return origins
 
     @field_validator("auth_jwks_url")
     @classmethod
@@ -153,6 +149,15 @@ class Settings(ClientSettings, GatewayAddress):
             max_fan_out=self.max_fan_out,
             max_history_events=self.max_history_events,
         )
+
+
+def _comma_list(value: Any) -> Any:
+    """A comma-separated setting (or a list) as a tuple of its non-empty entries, stripped;
+    anything else as it is, for pydantic to refuse."""
+    entries = value.split(",") if isinstance(value, str) else value
+    if isinstance(entries, list | tuple):
+        return tuple(str(entry).strip() for entry in entries if str(entry).strip())
+    return entries
 
 
 def load_settings(**overrides: object) -> Settings:
