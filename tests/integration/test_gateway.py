@@ -566,6 +566,7 @@ input: {type: object}
 queries:
   greeting: ${ steps.greet.output }
   broken: ${ input.missing.deep }
+  nested: ${ [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]] }
 tasks:
   greet: {version: "1"}
 steps:
@@ -582,9 +583,13 @@ async def test_queries_read_the_state(gateway: Gateway) -> None:
     assert (await gateway.client.get(f"{queries}/greeting")).json() == {"value": None}
     status, code, message = error_of(await gateway.client.get(f"{queries}/nope"))
     assert (status, code) == (404, "UNKNOWN_QUERY")
-    assert "broken, greeting" in message
+    assert "broken, greeting, nested" in message
     failed = await gateway.client.get(f"{queries}/broken")
     assert error_of(failed)[:2] == (422, "QUERY_FAILED")
+    # An expression may nest deeper than a stored value may: refused, not sent.
+    status, code, message = error_of(await gateway.client.get(f"{queries}/nested"))
+    assert (status, code) == (422, "QUERY_FAILED")
+    assert "nested deeper than 64 levels" in message
     assert error_of(await gateway.client.get("/v1/executions/x/queries/a"))[1] == "NOT_FOUND"
 
 

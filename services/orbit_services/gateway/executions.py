@@ -36,7 +36,7 @@ from orbit_model.messages import (
     encode,
 )
 from orbit_model.names import EXECUTION_ID, EXECUTION_ID_RULE
-from orbit_model.payloads import check_payload
+from orbit_model.payloads import check_payload, payload_problem
 from orbit_model.queries import evaluate_query
 from orbit_model.state import TERMINAL, ExecutionState, evolve
 from orbit_model.topology import Topology
@@ -300,7 +300,12 @@ class Executions:
         """
         state = await self._state(execution_id)
         definition = await self.registry.by_hash(state.definition_hash)
-        return {"value": evaluate_query(state, definition.ir, name)}
+        value = evaluate_query(state, definition.ir, name)
+        # An expression can nest what it reads deeper than any stored value may be.
+        problem = payload_problem(value, max_depth=self._max_depth)
+        if problem is not None:
+            raise OrbitError(ErrorCode.QUERY_FAILED, f"the value of query {name!r} {problem}")
+        return {"value": value}
 
     async def workflow_of(self, execution_id: str) -> str | None:
         """The workflow the execution runs; None when there is no such execution."""
