@@ -566,7 +566,7 @@ input: {type: object}
 queries:
   greeting: ${ steps.greet.output }
   broken: ${ input.missing.deep }
-  nested: ${ [[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[1]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]] }
+  nested: ${ NESTED }
 tasks:
   greet: {version: "1"}
 steps:
@@ -576,7 +576,8 @@ steps:
 
 
 async def test_queries_read_the_state(gateway: Gateway) -> None:
-    response = await gateway.client.post("/v1/definitions", content=QUERIES, headers=YAML)
+    queried = QUERIES.replace("NESTED", "[" * 70 + "1" + "]" * 70)
+    response = await gateway.client.post("/v1/definitions", content=queried, headers=YAML)
     assert response.status_code == 201
     execution_id = await gateway.start("queried", input={})
     queries = f"/v1/executions/{execution_id}/queries"
