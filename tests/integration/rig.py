@@ -36,8 +36,16 @@ class Rig:
     decider: DeciderService
     database: Database
 
-    async def start(self, definition: Definition, execution_id: str, input: object) -> None:
-        event = start_execution(definition.ir, definition.hash, execution_id, input)
+    async def start(
+        self,
+        definition: Definition,
+        execution_id: str,
+        input: object,
+        delivery_secret: str | None = None,
+    ) -> None:
+        event = start_execution(
+            definition.ir, definition.hash, execution_id, input, delivery_secret=delivery_secret
+        )
         await self.store.append([Append(execution_id, 0, [event], replay([event]))])
         await self.send(Wake(execution_id=execution_id))
 

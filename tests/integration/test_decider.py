@@ -75,6 +75,27 @@ async def test_a_duplicate_result_is_recorded_as_stale(rig: Rig) -> None:
     assert sum(isinstance(e.event, StepAttemptFailed) for e in history) == 1
 
 
+async def test_a_result_under_a_token_its_sender_never_received_is_not_applied(
+    rig: Rig,
+) -> None:
+    """A forger that knows the execution id and the step guesses ``ID:UNIT:N``; with the
+    execution's delivery secret the real token has a MAC it cannot guess."""
+    await rig.start(HELLO, "e-forged", {}, delivery_secret="s" * 32)
+    task = await rig.next_dispatch()
+    assert task.token.startswith("e-forged:greet:1.")
+    for token in ("e-forged:greet:1", "e-forged:greet:1.AAAAAAAAAAAAAAAAAAAAAA"):
+        await rig.send(TaskResult(execution_id="e-forged", token=token, output={"greeting": "x"}))
+    await asyncio.sleep(0.5)  # time for the decider to take them: nothing changes
+    assert (await rig.state("e-forged")).unit("greet").status == "dispatched"
+    await rig.send(TaskResult(execution_id="e-forged", token=task.token, output={"greeting": "hi"}))
+    await eventually(lambda: rig.status("e-forged"), lambda s: s == "completed")
+    row = await rig.store.execution("e-forged")
+    assert row is not None
+    assert row.output == {"greeting": "hi"}
+    history = await rig.store.read_events("e-forged")
+    assert not any(isinstance(e.event, StaleResultIgnored) for e in history)
+
+
 async def test_an_output_breaking_the_contract_fails_the_attempt(rig: Rig) -> None:
     await rig.start(HELLO, "e-4", {})
     task = await rig.next_dispatch()

@@ -575,6 +575,21 @@ steps:
 """
 
 
+async def test_an_execution_gets_a_delivery_secret_that_is_never_shown(
+    gateway: Gateway,
+) -> None:
+    await gateway.deploy("hello-world")
+    execution_id = await gateway.start("hello-world", input={"name": "x"})
+    (created,) = await gateway.store.read_events(execution_id)
+    secret = created.event.delivery_secret  # type: ignore[union-attr]
+    assert secret is not None
+    assert len(secret) >= 32
+    history = await gateway.client.get(f"/v1/executions/{execution_id}/history")
+    view = await gateway.client.get(f"/v1/executions/{execution_id}")
+    assert "delivery_secret" not in history.text
+    assert secret not in history.text + view.text
+
+
 async def test_queries_read_the_state(gateway: Gateway) -> None:
     queried = QUERIES.replace("NESTED", "[" * 70 + "1" + "]" * 70)
     response = await gateway.client.post("/v1/definitions", content=queried, headers=YAML)

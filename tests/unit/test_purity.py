@@ -24,6 +24,7 @@ ALLOWED_IMPORTS = {
     "enum",
     "functools",
     "hashlib",
+    "hmac",  # the MAC of a delivery token, under the execution's secret
     "importlib",
     "json",
     "math",

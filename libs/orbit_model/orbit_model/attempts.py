@@ -4,10 +4,15 @@ A call unit (a task, an http step, a child workflow, a compensation) is
 dispatched when scheduled, dispatched again with the same attempt when its
 worker was lost (a redelivery), retried after its backoff by its retry
 policy, or failed for good; an attempt that outlived its step timeout fails.
-Each delivery's token is derived from the state (``EXECUTION:UNIT:N``).
+Each delivery's token is derived from the state (``EXECUTION:UNIT:N``, with a MAC under
+the execution's delivery secret: :func:`delivery_token`).
 """
 
 from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
 
 from orbit_model.errors import ErrorCode
 from orbit_model.events import (
@@ -52,6 +57,31 @@ def next_attempt_event(
     return None
 
 
+def delivery_token(state: ExecutionState, key: str, number: int) -> str:
+    """The token of delivery ``number`` of unit ``key``: ``EXECUTION:UNIT:N``, and, for an
+    execution with a delivery secret, ``.MAC``: an HMAC of that under the secret.
+
+    Only the worker the task was handed to learns the token, and a result is applied
+    only under a token the execution issued, so nobody else can answer for the task:
+    without the secret the MAC cannot be guessed.
+    """
+    token = f"{state.execution_id}:{key}:{number}"
+    if state.delivery_secret is None:
+        return token
+    mac = hmac.new(state.delivery_secret.encode(), token.encode(), hashlib.sha256).digest()
+    return f"{token}.{base64.urlsafe_b64encode(mac[:16]).rstrip(b'=').decode()}"
+
+
+def child_secret(parent_token: str) -> str | None:
+    """The delivery secret of a child, from the (secret) token of the parent step that
+    starts it: the same on every decider, and known to no one who lacks the token. None
+    when the parent's tokens carry no MAC (it has no secret either)."""
+    if "." not in parent_token.rpartition(":")[2]:
+        return None
+    digest = hashlib.sha256(f"orbit-child-secret:{parent_token}".encode()).digest()
+    return base64.urlsafe_b64encode(digest).rstrip(b"=").decode()
+
+
 def dispatch(
     state: ExecutionState,
     key: str,
@@ -68,7 +98,7 @@ def dispatch(
     return StepDispatched(
         unit=key,
         attempt=attempt,
-        token=f"{state.execution_id}:{key}:{len(unit.tokens) + 1}",
+        token=delivery_token(state, key, len(unit.tokens) + 1),
         redelivery=redelivery,
         timeout_at=now + timeouts.attempt_ms if timeouts.attempt_ms else None,
         schedule_deadline_at=now + timeouts.schedule_ms if timeouts.schedule_ms else None,

@@ -20,6 +20,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
+from orbit_model.attempts import child_secret
 from orbit_model.compiler import Definition
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.events import Event, ParentReattached, TaskFailure
@@ -81,6 +82,7 @@ def start_child(
             parent_execution_id=start.parent_execution_id,
             parent_token=start.parent_token,
             root_execution_id=start.root_execution_id,
+            delivery_secret=child_secret(start.parent_token),
         )
     except OrbitError as error:
         failure = TaskFailure(code=error.code, message=error.message, retryable=False)

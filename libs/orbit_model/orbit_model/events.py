@@ -14,9 +14,17 @@ else (timestamps, the sequence number) belongs to the store's envelope.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SerializerFunctionWrapHandler,
+    TypeAdapter,
+    model_serializer,
+)
 
 CompensationOutcome = Literal["none", "completed", "failed"]
 AbortCause = Literal["failed", "cancelled", "timed_out"]
@@ -60,6 +68,19 @@ class WorkflowCreated(_Event):
     """For a child workflow: the delivery token of the parent step it answers."""
     root_execution_id: str | None = None
     """For a child workflow: the top-level execution it descends from (its trace's)."""
+    delivery_secret: str | None = None
+    """The key of this execution's delivery tokens (:func:`orbit_model.attempts.dispatch`):
+    drawn at random when it is created, never shown, so that a result can be sent only
+    by whoever received its task. None in executions made before it existed."""
+
+    @model_serializer(mode="wrap")
+    def _without_an_absent_secret(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Left out when None: the histories of executions made before it existed, and
+        # of the pure core's tests, keep their exact form.
+        data = handler(self)
+        if isinstance(data, dict) and data.get("delivery_secret") is None:
+            data.pop("delivery_secret", None)
+        return data
 
 
 class ParentReattached(_Event):

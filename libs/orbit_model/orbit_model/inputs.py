@@ -42,8 +42,10 @@ def start_execution(
     parent_execution_id: str | None = None,
     parent_token: str | None = None,
     root_execution_id: str | None = None,
+    delivery_secret: str | None = None,
 ) -> WorkflowCreated:
-    """The first event of a new execution, its input checked and defaults applied.
+    """The first event of a new execution, its input checked and defaults applied;
+    ``delivery_secret``: the key of its delivery tokens, drawn by the caller.
 
     Raises:
         OrbitError: ``INVALID_INPUT`` naming the JSON path of each bad value.
@@ -61,6 +63,7 @@ def start_execution(
         parent_execution_id=parent_execution_id,
         parent_token=parent_token,
         root_execution_id=root_execution_id,
+        delivery_secret=delivery_secret,
     )
 
 

@@ -148,6 +148,8 @@ class ExecutionState(_Frozen):
     parent_token: str | None = None
     root_execution_id: str | None = None
     """For a child: the top-level execution it descends from; see :attr:`trace_root`."""
+    delivery_secret: str | None = Field(default=None, exclude=True, repr=False)
+    """The key of its delivery tokens (from ``WorkflowCreated``); never dumped or shown."""
     status: ExecutionStatus = "new"
     input: JsonValue = None
     units: dict[str, UnitState] = Field(default_factory=dict)
@@ -266,6 +268,7 @@ def _changes(state: ExecutionState, event: Event) -> dict[str, Any]:
                 "parent_execution_id": event.parent_execution_id,
                 "parent_token": event.parent_token,
                 "root_execution_id": event.root_execution_id,
+                "delivery_secret": event.delivery_secret,
                 "status": "created",
             }
         case WorkflowStarted():

@@ -14,6 +14,7 @@ write folds in the new events, checks again and retries.
 from __future__ import annotations
 
 import asyncio
+import secrets
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -66,6 +67,8 @@ MAX_PAGE = 1000
 STATE_CACHE_SIZE = 10_000
 """Executions whose state one gateway keeps, least recently used dropped first."""
 
+DELIVERY_SECRET_BYTES = 24
+"""Random bytes of an execution's delivery secret (the key of its tokens' MACs)."""
 _APPEND_ATTEMPTS = 10
 _FIRST_POLL = 0.02
 _LAST_POLL = 0.25
@@ -175,7 +178,13 @@ class Executions:
         else:
             execution_id = _checked_id(command.execution_id)
         self._check("the execution input", command.input)
-        event = start_execution(definition.ir, definition.hash, execution_id, command.input)
+        event = start_execution(
+            definition.ir,
+            definition.hash,
+            execution_id,
+            command.input,
+            delivery_secret=secrets.token_urlsafe(DELIVERY_SECRET_BYTES),
+        )
         limit = self.settings.max_active_executions
         if limit is not None and await self.store.count_running() >= limit:
             # A repeated start is answered even when full: it starts nothing.

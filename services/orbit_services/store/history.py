@@ -11,6 +11,7 @@ execution, the gateway still shows its row and its raw events.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,6 +22,8 @@ from orbit_model.events import TERMINAL_EVENTS, Event, TaskFailure, event_from_j
 from orbit_model.state import ExecutionState, evolve
 from orbit_model.unreadable import decode_problem, unreadable_failure
 
+_SECRET = re.compile(r'"delivery_secret"\s*:\s*"[^"]*"')
+"""An execution's delivery secret, in a stored event shown raw: never shown."""
 RAW_SHOWN_CHARS = 4000
 """How much of an undecodable event's stored JSON its history entry shows."""
 
@@ -45,7 +48,7 @@ class UndecodedEvent:
     def to_json_data(self) -> dict[str, Any]:
         """Its entry in the history the API shows: no ``data``, its ``raw`` JSON cut
         short and an ``error`` saying why it does not decode."""
-        raw = self.data
+        raw = _SECRET.sub('"delivery_secret": "(hidden)"', self.data)
         if len(raw) > RAW_SHOWN_CHARS:
             raw = raw[: RAW_SHOWN_CHARS - 1] + "…"
         failure = self.failure()

@@ -68,7 +68,8 @@ class StoredEvent:
             "seq": self.seq,
             "recorded_at": self.recorded_at.isoformat(),
             "type": self.event.type,
-            "data": self.event.model_dump(mode="json", exclude={"type"}),
+            # Never the delivery secret: whoever reads it could answer for any task.
+            "data": self.event.model_dump(mode="json", exclude={"type", "delivery_secret"}),
         }
 
 
