@@ -57,6 +57,11 @@ ADAPTER_DISABLED_MESSAGE = (
 )
 
 
+MAX_CLOCK_SKEW_MS = 5_000
+"""How far ahead of the decider's clock a timer firing's ``due_at`` is believed: the
+clocks of the timer service and the decider may differ by this much, no more."""
+
+
 @dataclass(frozen=True)
 class Policy:
     """How the decider is configured (its part of the settings)."""
@@ -210,8 +215,10 @@ def accept_input(
             state, ir, item.token, output=output, error=error, worker_id=item.worker_id
         )
     if isinstance(item, TimerDue):
-        # A firing never counts as earlier than it was due.
-        at = max(now, item.due_at or 0)
+        # A firing never counts as earlier than it was due, when this decider's clock is
+        # a little behind the timer service's; but not more than a little: a forged
+        # due_at far ahead would fire a timer (or the workflow's deadline) at once.
+        at = max(now, min(item.due_at or 0, now + MAX_CLOCK_SKEW_MS))
         if item.key in facts.heartbeats:
             return accept_liveness_check(state, item.key, at, facts.heartbeats[item.key])
         return accept_timer(state, item.key, at)

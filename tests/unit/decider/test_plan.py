@@ -35,7 +35,7 @@ from orbit_model.messages import (
     TimerDue,
     Wake,
 )
-from orbit_model.plan import Facts, Policy, plan, storable_result
+from orbit_model.plan import MAX_CLOCK_SKEW_MS, Facts, Policy, plan, storable_result
 from orbit_model.state import ExecutionState, UnitStatus, evolve, replay
 
 from .simulator import TOPOLOGY, Simulator, check_messages
@@ -380,6 +380,26 @@ def test_a_firing_that_comes_early_puts_its_timer_back() -> None:
     assert decided.refired == ["timer:nap"]
     assert decided.writes
     assert "timer:nap" not in decided.timers_before  # so the append writes it again
+
+
+def test_a_firing_dated_far_ahead_is_believed_only_a_little() -> None:
+    """A forged TimerDue dated an hour ahead fired a one-hour sleep at once; a timer
+    service's clock a few seconds ahead of the decider's is still believed."""
+    sim = Simulator.from_yaml(HEAD + "workflow: w\nsteps:\n  - id: nap\n    sleep: 1h\n", {})
+    sim.start()
+    due = sim.state.timers["timer:nap"]
+    now = due - 3_600_000 + 1_000
+
+    def fired(due_at: int, at: int) -> list[str]:
+        firing = TimerDue(execution_id="e-1", key="timer:nap", due_at=due_at)
+        facts = Facts(definition=sim.definition)
+        decided = plan(sim.state, [firing], facts, now=at, policy=Policy(), topology=TOPOLOGY)
+        assert decided is not None
+        return [type(event).__name__ for event in decided.events]
+
+    assert "TimerFired" not in fired(due + 3_600_000, now)
+    assert "TimerFired" not in fired(due, due - MAX_CLOCK_SKEW_MS - 1)
+    assert "TimerFired" in fired(due, due - MAX_CLOCK_SKEW_MS)
 
 
 def test_an_input_the_execution_refuses_is_reported_not_raised() -> None:
