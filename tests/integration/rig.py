@@ -16,7 +16,7 @@ from aio_pika.abc import AbstractChannel
 
 from orbit_model.compiler import Definition
 from orbit_model.inputs import start_execution
-from orbit_model.messages import TaskAssignment, TaskResult, Wake, encode
+from orbit_model.messages import DeliveryLost, TaskAssignment, TaskResult, Wake, encode
 from orbit_model.state import ExecutionState, replay
 from orbit_model.topology import Topology
 from orbit_services.decider.service import DeciderService
@@ -49,7 +49,7 @@ class Rig:
         await self.store.append([Append(execution_id, 0, [event], replay([event]))])
         await self.send(Wake(execution_id=execution_id))
 
-    async def send(self, message: Wake | TaskResult) -> None:
+    async def send(self, message: Wake | TaskResult | DeliveryLost) -> None:
         route = self.topology.decider_route(message.execution_id)
         exchange = await self.channel.get_exchange(route.exchange)
         await exchange.publish(aio_pika.Message(encode(message)), route.routing_key)

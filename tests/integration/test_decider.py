@@ -8,6 +8,7 @@ the decider's own queues.
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pytest
 
 from orbit_model import compile_definition
 from orbit_model.events import StaleResultIgnored, StepAttemptFailed, TaskFailure
-from orbit_model.messages import TaskResult, Wake
+from orbit_model.messages import DeliveryLost, TaskResult, Wake
 
 from .conftest import OrbitEnv
 from .eventually import eventually
@@ -94,6 +95,30 @@ async def test_a_result_under_a_token_its_sender_never_received_is_not_applied(
     assert row.output == {"greeting": "hi"}
     history = await rig.store.read_events("e-forged")
     assert not any(isinstance(e.event, StaleResultIgnored) for e in history)
+
+
+async def test_a_lost_delivery_a_worker_still_holds_is_not_dispatched_again(
+    rig: Rig,
+) -> None:
+    """A DeliveryLost for a token an open session holds (forged, or stale after a
+    redelivery) changes nothing; once no session holds it, it is dispatched again."""
+    await rig.start(HELLO, "e-lost", {}, delivery_secret="s" * 32)
+    task = await rig.next_dispatch()
+    inflight = json.dumps([{"execution_id": "e-lost", "token": task.token}])
+    await rig.database.execute(
+        "INSERT INTO worker_sessions (session_id, worker_id, runtime, contracts, inflight)"
+        " VALUES ('s-1', 'w-1', 'python', '[]', $1::jsonb)",
+        inflight,
+    )
+    lost = DeliveryLost(execution_id="e-lost", token=task.token, reason="forged")
+    await rig.send(lost)
+    await asyncio.sleep(0.5)  # time for the decider to take it: nothing changes
+    assert (await rig.state("e-lost")).unit("greet").token == task.token
+    await rig.database.execute("UPDATE worker_sessions SET closed_at = now()")
+    await rig.send(lost)
+    again = await rig.next_dispatch()
+    assert again.token != task.token
+    assert again.attempt == task.attempt
 
 
 async def test_an_output_breaking_the_contract_fails_the_attempt(rig: Rig) -> None:

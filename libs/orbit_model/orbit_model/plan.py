@@ -86,12 +86,15 @@ class Facts:
             when its delivery's task last heartbeated (epoch ms; None: nobody holds it).
         parents: For a ``StartChild`` that creates its child, the parent's state by
             id (whether it still waits for the child).
+        held: Of the tokens ``DeliveryLost`` inputs name, those an open worker session
+            still holds: such a report is stale or forged, and changes nothing.
     """
 
     definition: WorkflowIR | None = None
     children: Mapping[str, WorkflowIR] = field(default_factory=dict)
     heartbeats: Mapping[str, int | None] = field(default_factory=dict)
     parents: Mapping[str, ExecutionState] = field(default_factory=dict)
+    held: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -223,6 +226,8 @@ def accept_input(
             return accept_liveness_check(state, item.key, at, facts.heartbeats[item.key])
         return accept_timer(state, item.key, at)
     if isinstance(item, DeliveryLost):
+        if item.token in facts.held:  # a worker still runs it: nothing was lost
+            return []
         return accept_lost_delivery(state, item.token, item.reason)
     if isinstance(item, MessageParked):
         return accept_parked(state, item)

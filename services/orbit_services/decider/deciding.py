@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from orbit_model.ir import WorkflowIR
 from orbit_model.messages import (
     DeciderInput,
+    DeliveryLost,
     Outgoing,
     StartChild,
     TaskAssignment,
@@ -262,11 +263,19 @@ class Deciding:
         parents = (await self.states.current_or_unreadable(parent_ids))[0] if parent_ids else {}
         # Schedule and heartbeat deadlines are judged on who holds the delivery now.
         heartbeats: dict[str, int | None] = {}
+        held: set[str] = set()
         for item in items:
             key = liveness_key(item)
             if key is not None:
                 heartbeats[key] = await self.store.sessions.heartbeat_of(key.partition(":")[2])
-        return Facts(definition, children, heartbeats, parents)
+            # A report of a lost delivery that an open session still holds (a redelivery
+            # took it, or the report is forged) must not dispatch it a second time.
+            if (
+                isinstance(item, DeliveryLost)
+                and await self.store.sessions.heartbeat_of(item.token) is not None
+            ):
+                held.add(item.token)
+        return Facts(definition, children, heartbeats, parents, frozenset(held))
 
     def _dropped(self, state: ExecutionState, execution_id: str) -> None:
         if state.last_seq == 0:
