@@ -51,6 +51,7 @@ from orbit_model.messages import (
     encode,
 )
 from orbit_model.state import evolve, replay
+from orbit_model.topology import Topology
 from orbit_sdk.amqp import Publisher, connect, open_channel
 from orbit_services.gateway import GatewayService, create_app
 from orbit_services.gateway.auth import AUTH_DISABLED_WARNING
@@ -886,6 +887,22 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
+async def ask_command(
+    publisher: Publisher,
+    topology: Topology,
+    replies: AbstractQueue,
+    body: bytes,
+    correlation_id: str,
+) -> CommandReply:
+    """Publish a command ``body`` to the gateway's intake; its reply, read from ``replies``."""
+    await publisher.publish(
+        topology.commands, "command", body, reply_to=replies.name, correlation_id=correlation_id
+    )
+    message = await _next_message(replies)
+    assert message.correlation_id == correlation_id
+    return CommandReply.model_validate_json(message.body)
+
+
 async def test_the_service_serves_http_and_answers_commands(orbit_env: OrbitEnv) -> None:
     settings = orbit_env.settings_with(http_port=_free_port())
     service = GatewayService(settings)
@@ -907,16 +924,7 @@ async def test_the_service_serves_http_and_answers_commands(orbit_env: OrbitEnv)
             topology = orbit_env.topology
 
             async def ask(body: bytes, correlation_id: str) -> CommandReply:
-                await publisher.publish(
-                    topology.commands,
-                    "command",
-                    body,
-                    reply_to=replies.name,
-                    correlation_id=correlation_id,
-                )
-                message = await _next_message(replies)
-                assert message.correlation_id == correlation_id
-                return CommandReply.model_validate_json(message.body)
+                return await ask_command(publisher, topology, replies, body, correlation_id)
 
             start = StartExecution(workflow="hello-world", execution_id="by-amqp")
             reply = await ask(encode(start), "c-1")

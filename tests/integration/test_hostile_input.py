@@ -51,6 +51,7 @@ from .test_gateway import (
     Gateway,
     _free_port,
     _next_message,
+    ask_command,
     error_of,
     example,
     running,
@@ -532,16 +533,7 @@ async def test_commands_get_the_same_checks(orbit_env: OrbitEnv) -> None:
                 publisher = Publisher(channel)
 
                 async def ask(body: bytes, correlation_id: str) -> CommandReply:
-                    await publisher.publish(
-                        topology.commands,
-                        "command",
-                        body,
-                        reply_to=replies.name,
-                        correlation_id=correlation_id,
-                    )
-                    message = await _next_message(replies)
-                    assert message.correlation_id == correlation_id
-                    return CommandReply.model_validate_json(message.body)
+                    return await ask_command(publisher, topology, replies, body, correlation_id)
 
                 def start(**fields: Any) -> bytes:
                     command = {"type": "StartExecution", "workflow": "order-fulfilment"}
