@@ -1,4 +1,4 @@
-"""The server's ``orbit`` commands: ``migrate``, ``service`` and ``dev``.
+"""The server's ``orbit`` commands: ``migrate``, ``service``, ``dev``, ``token`` and ``broker``.
 
 ``orbit-server`` adds them to the SDK's ``orbit`` command through the
 entry-point group ``orbit.commands`` (``orbit_sdk.cli.app``). Each imports
@@ -25,6 +25,9 @@ def register(app: typer.Typer) -> None:
     from orbit_services.token_cli import token_app  # noqa: PLC0415
 
     app.add_typer(token_app)
+    from orbit_services.broker_cli import broker_app  # noqa: PLC0415
+
+    app.add_typer(broker_app)
 
 
 def _settings() -> Settings:

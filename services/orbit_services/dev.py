@@ -20,11 +20,13 @@ from typing import Any
 from orbit_model.access import Scope
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_sdk.client import TERMINAL, OrbitClient
-from orbit_sdk.credentials import credentials_path, save_token, saved_token
+from orbit_sdk.credentials import credentials_path, save_broker_url, save_token, saved_token
 from orbit_sdk.lifecycle import Service, run_until_stopped
 from orbit_sdk.worker import Worker
+from orbit_services.broker_setup import LocalRoles, provision_local_roles
 from orbit_services.gateway.auth import AUTH_DISABLED_WARNING
 from orbit_services.runner import START_ORDER, build
+from orbit_services.runtime.senders import SHARED_WARNING
 from orbit_services.runtime.settings import Settings
 from orbit_services.store import EventStore
 from orbit_services.store.migrate import migrate
@@ -90,6 +92,35 @@ async def dev_token(settings: Settings, say: Say) -> str | None:
     return secret
 
 
+async def dev_broker_roles(settings: Settings, say: Say) -> tuple[Settings, LocalRoles | None]:
+    """A RabbitMQ user per role on the local broker, with fresh passwords (the settings
+    unchanged, and their URLs), or, where that can't be done, the settings with
+    ``ORBIT_BROKER_AUTH=shared`` and a loud warning saying why."""
+    if settings.broker_auth == "shared":
+        say(f"warning: {SHARED_WARNING}")
+        return settings, None
+    try:
+        roles = await provision_local_roles(settings)
+    except OrbitError as error:
+        say(
+            f"warning: could not make a RabbitMQ user per role ({error.message});"
+            " running with ORBIT_BROKER_AUTH=shared instead"
+        )
+        say(f"warning: {SHARED_WARNING}")
+        return settings.model_copy(update={"broker_auth": "shared"}), None
+    save_broker_url(settings.namespace, "worker", roles.worker)
+    path = save_broker_url(settings.namespace, "client", roles.client)
+    say(
+        f"RabbitMQ users {settings.namespace}.<role> set up with fresh passwords; the logins"
+        f" of a worker and a client are saved in {path} for `orbit worker` and AmqpClient"
+    )
+    return settings, roles
+
+
+def _logged_in(settings: Settings, amqp_url: str) -> Settings:
+    return settings.model_copy(update={"amqp_url": amqp_url})
+
+
 def _is_dev_token(name: str) -> bool:
     return name == "dev" or (name.startswith("dev-") and name[4:].replace("-", "").isdigit())
 
@@ -99,12 +130,14 @@ async def run_dev(settings: Settings, say: Say, demo_dir: Path | None = None) ->
     applied = await migrate(settings.database_url, progress=say)
     say(f"database ready ({len(applied)} migrations applied now)")
     token = await dev_token(settings, say)
+    settings, roles = await dev_broker_roles(settings, say)
     # The HTTP adapter only when it is enabled: otherwise http steps fail at once anyway.
     names = [n for n in START_ORDER if n != "http-adapter" or settings.http_adapter_enabled]
-    services: list[Service] = build(names, settings)
+    services: list[Service] = build(names, settings, None if roles is None else roles.services)
     if demo_dir is not None:
         workers = load_module(demo_dir / "workers.py")
-        services.append(Worker(workers.TASKS, worker_id="demo", settings=settings))
+        worker_settings = settings if roles is None else _logged_in(settings, roles.worker)
+        services.append(Worker(workers.TASKS, worker_id="demo", settings=worker_settings))
     url = settings.gateway_url
 
     async def when_started() -> None:

@@ -7,7 +7,7 @@ so a deployment can scale each separately.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from orbit_sdk.lifecycle import Service
 from orbit_services.runtime.settings import Settings
@@ -57,8 +57,15 @@ SERVICES: dict[str, Callable[[Settings], Service]] = {
 START_ORDER = ("decider", "dispatcher", "timer", "http-adapter", "gateway")
 
 
-def build(names: Sequence[str], settings: Settings) -> list[Service]:
+def build(
+    names: Sequence[str], settings: Settings, amqp_urls: Mapping[str, str] | None = None
+) -> list[Service]:
     """The services named, in start order.
+
+    Args:
+        amqp_urls: A service's own broker URL, by service name, where it differs from
+            ``settings.amqp_url``: with a RabbitMQ user per role, each logs in as its own
+            (:func:`~orbit_services.broker_setup.provision_local_roles`).
 
     Raises:
         KeyError: A name that is not a service (the message lists the real ones).
@@ -67,4 +74,10 @@ def build(names: Sequence[str], settings: Settings) -> list[Service]:
     if unknown:
         raise KeyError(f"no service {unknown[0]!r}; the services are: {', '.join(SERVICES)}")
     ordered = sorted(names, key=START_ORDER.index)
-    return [SERVICES[name](settings) for name in ordered]
+    urls = amqp_urls or {}
+    return [
+        SERVICES[name](
+            settings.model_copy(update={"amqp_url": urls[name]}) if name in urls else settings
+        )
+        for name in ordered
+    ]

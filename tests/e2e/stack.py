@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from orbit_sdk import OrbitClient, Worker
+from orbit_sdk.credentials import save_broker_url
 from orbit_sdk.lifecycle import Service
+from orbit_services.broker_setup import LocalRoles, provision_local_roles
 from orbit_services.dev import dev_token
 from orbit_services.runner import build
 from orbit_services.runtime.settings import Settings
@@ -34,6 +36,16 @@ class Stack:
     worker: Worker | None
     token: str | None = None
     """The admin API token of the client (None with ``ORBIT_AUTH=disabled``)."""
+    roles: LocalRoles | None = None
+    """The RabbitMQ URL of each role (None with ``ORBIT_BROKER_AUTH=shared``)."""
+
+    def as_user(self, role: str) -> Settings:
+        """The settings of a ``worker`` or ``client`` process of this stack: logged in as
+        its RabbitMQ user (as the services, with ``ORBIT_BROKER_AUTH=shared``)."""
+        if self.roles is None:
+            return self.settings
+        url = self.roles.worker if role == "worker" else self.roles.client
+        return self.settings.model_copy(update={"amqp_url": url})
 
 
 @contextlib.asynccontextmanager
@@ -50,14 +62,30 @@ async def running_stack(
     # With auth on, an admin token as `orbit dev` makes one: saved where the CLI finds it.
     token = await dev_token(settings, say=lambda _: None)
     client = OrbitClient(f"http://127.0.0.1:{settings.http_port}", token=token)
+    # As `orbit dev` does: a RabbitMQ user per role, so every message crosses the checks
+    # of a real installation (the test's namespace and its users are removed after it).
+    roles = None
+    if settings.broker_auth == "roles":
+        roles = await provision_local_roles(settings, label="e2e")
+        # Where `orbit dev` keeps them: a worker or client process started by a test
+        # without ORBIT_AMQP_URL logs in as the user would (the file is the test run's).
+        save_broker_url(settings.namespace, "worker", roles.worker)
+        save_broker_url(settings.namespace, "client", roles.client)
     try:
-        for service in build(services, settings):
+        for service in build(services, settings, None if roles is None else roles.services):
             await service.start()
             started.append(service)
         if tasks:
-            worker = Worker(tasks, worker_id="e2e", concurrency=concurrency, settings=settings)
+            worker_settings = (
+                settings
+                if roles is None
+                else settings.model_copy(update={"amqp_url": roles.worker})
+            )
+            worker = Worker(
+                tasks, worker_id="e2e", concurrency=concurrency, settings=worker_settings
+            )
             await worker.start()
-        yield Stack(settings, client, {s.name: s for s in started}, worker, token)
+        yield Stack(settings, client, {s.name: s for s in started}, worker, token, roles)
     finally:
         await client.close()
         if worker is not None:

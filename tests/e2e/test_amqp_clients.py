@@ -17,7 +17,7 @@ EXAMPLES = Path(__file__).parents[2] / "examples"
 async def test_an_order_started_and_approved_over_amqp_completes(orbit_env: OrbitEnv) -> None:
     async with running_stack(orbit_env.settings, TASKS) as stack:
         await stack.client.deploy(EXAMPLES)
-        async with AmqpClient(stack.settings) as amqp:
+        async with AmqpClient(stack.as_user("client")) as amqp:
             order = {"order_id": "o-1", "items": [{"sku": "a"}], "callback_url": "https://x.test"}
             reply = await amqp.publish_start(
                 "order-fulfilment", order, execution_id="amqp-1", wait_reply=True

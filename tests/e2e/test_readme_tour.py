@@ -35,11 +35,12 @@ async def test_the_tour_runs_as_written(orbit_env: OrbitEnv, tmp_path: Path) -> 
     # Auth on, as `make demo` runs it: the token `orbit dev` saved is what the CLI uses.
     async with running_stack(orbit_env.settings_with(auth="tokens")) as stack:
         settings = stack.settings
+        # No ORBIT_AMQP_URL, as the reader has none: the worker logs in as the worker
+        # user `orbit dev` saved (the stack saves one the same way).
         env = {
-            **os.environ,
+            **{name: value for name, value in os.environ.items() if name != "ORBIT_AMQP_URL"},
             "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
             "ORBIT_URL": f"http://127.0.0.1:{settings.http_port}",
-            "ORBIT_AMQP_URL": settings.amqp_url,
             "ORBIT_NAMESPACE": settings.namespace,
             "ORBIT_DECIDER_PARTITIONS": str(settings.decider_partitions),
         }

@@ -121,13 +121,13 @@ async def test_a_worker_from_the_sdk_alone_serves_a_workflow(
     script = tmp_path / "shout_worker.py"
     script.write_text(WORKER, encoding="utf-8")
     settings = orbit_env.settings
-    environment = {
-        **os.environ,
-        "ORBIT_AMQP_URL": settings.amqp_url,
-        "ORBIT_NAMESPACE": settings.namespace,
-        "ORBIT_DECIDER_PARTITIONS": str(settings.decider_partitions),
-    }
     async with running_stack(settings) as stack:
+        environment = {
+            **os.environ,
+            "ORBIT_AMQP_URL": stack.as_user("worker").amqp_url,
+            "ORBIT_NAMESPACE": settings.namespace,
+            "ORBIT_DECIDER_PARTITIONS": str(settings.decider_partitions),
+        }
         await stack.client.deploy(WORKFLOW)
         worker = await asyncio.create_subprocess_exec(
             str(sdk_venv / "bin" / "python"), str(script), env=environment

@@ -15,6 +15,7 @@ def orbit_env_vars(settings: Settings, **extra: str) -> dict[str, str]:
         **os.environ,
         "ORBIT_DATABASE_URL": settings.database_url,
         "ORBIT_AMQP_URL": settings.amqp_url,
+        "ORBIT_BROKER_AUTH": settings.broker_auth,
         "ORBIT_NAMESPACE": settings.namespace,
         "ORBIT_DECIDER_PARTITIONS": str(settings.decider_partitions),
         "ORBIT_HEARTBEAT_INTERVAL_MS": str(settings.heartbeat_interval_ms),

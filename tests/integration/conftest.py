@@ -9,6 +9,7 @@ test's services declare; both are removed when the test ends.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -21,6 +22,7 @@ import asyncpg
 import pytest
 
 from orbit_model.topology import Topology
+from orbit_services.broker_setup import BrokerAdmin, remove_namespace
 from orbit_services.runtime import broker
 from orbit_services.runtime.settings import Settings, load_settings
 from orbit_services.store.migrate import migrate, migrations
@@ -145,6 +147,18 @@ async def _task_queues(database_url: str, topology: Topology) -> list[str]:
 
 @pytest.fixture
 async def orbit_env(urls: ServiceUrls, template_database: str) -> AsyncIterator[OrbitEnv]:
+    # One RabbitMQ user for all: most tests are about something else, and build services
+    # by hand. The end-to-end tests run with a user per role (tests/e2e/conftest.py).
+    async with installation(urls, template_database, broker_auth="shared") as env:
+        yield env
+
+
+@contextlib.asynccontextmanager
+async def installation(
+    urls: ServiceUrls, template_database: str, broker_auth: str
+) -> AsyncIterator[OrbitEnv]:
+    """A database and a namespace of one test's own; removed afterwards, with the
+    namespace's RabbitMQ users (if any were made)."""
     suffix = uuid.uuid4().hex[:10]
     database = f"orbit_test_{suffix}"
     await _clone(urls.database, template_database, database)
@@ -155,6 +169,7 @@ async def orbit_env(urls: ServiceUrls, template_database: str) -> AsyncIterator[
         decider_partitions=2,
         # Most tests are about something else; those of auth turn it on (settings_with).
         auth="disabled",
+        broker_auth=broker_auth,
     )
     topology = Topology(settings.namespace, settings.decider_partitions)
     try:
@@ -165,5 +180,8 @@ async def orbit_env(urls: ServiceUrls, template_database: str) -> AsyncIterator[
             prefix = f"{topology.namespace}."
             task_queues += [name for name in _DECLARED if name.startswith(prefix)]
             await _delete_namespace(urls.amqp, topology, task_queues)
+            if broker_auth == "roles":
+                async with BrokerAdmin.from_settings(settings) as admin:
+                    await remove_namespace(admin, topology)
         finally:
             await _drop(urls.database, database)

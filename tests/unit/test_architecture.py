@@ -211,4 +211,5 @@ def test_orbit_help_loads_neither_the_compiler_nor_the_http_client() -> None:
         "orbit_services",
         "orbit_services.cli",
         "orbit_services.token_cli",
+        "orbit_services.broker_cli",
     }

@@ -51,7 +51,7 @@ def _register(
 
 
 def test_a_good_registration_passes() -> None:
-    check_registration(_register(("charge-card", "2"), ("ship-item", "1")))
+    check_registration(_register(("charge-card", "2"), ("ship-item", "1")), builtin_allowed=False)
 
 
 @pytest.mark.parametrize(
@@ -61,7 +61,7 @@ def test_a_good_registration_passes() -> None:
         (_register(), ErrorCode.INVALID_REQUEST, "at least one task contract"),
         (_register(("workflow:send-invoice", "1")), ErrorCode.RESERVED_TASK, "child workflow"),
         (_register(("orbit.http.request", "1")), ErrorCode.RESERVED_TASK, "built-in"),
-        # Orbit's own runtime may serve the built-in contracts, and nothing else reserved.
+        # Orbit's own adapter may serve the built-in contracts, and nothing else reserved.
         (
             _register(("orbit.http.request", "2"), runtime="orbit"),
             ErrorCode.RESERVED_TASK,
@@ -81,14 +81,22 @@ def test_registrations_that_cannot_be_served_are_refused(
     request_: RegisterWorker, code: ErrorCode, words: str
 ) -> None:
     with pytest.raises(OrbitError) as refused:
-        check_registration(request_)
+        check_registration(request_, builtin_allowed=request_.runtime == "orbit")
     assert refused.value.code == code
     assert words in refused.value.message
 
 
 def test_orbit_s_own_adapter_may_serve_the_built_in_http_task() -> None:
-    check_registration(_register(("orbit.http.request", "1"), runtime="orbit"))
-    check_registration(_register(("orbit.http.request", "1"), ("echo", "1"), runtime="orbit"))
+    check_registration(_register(("orbit.http.request", "1")), builtin_allowed=True)
+    check_registration(_register(("orbit.http.request", "1"), ("echo", "1")), builtin_allowed=True)
+
+
+def test_a_worker_not_allowed_built_ins_is_refused_whatever_runtime_it_claims() -> None:
+    with pytest.raises(OrbitError) as refused:
+        check_registration(
+            _register(("orbit.http.request", "1"), runtime="orbit"), builtin_allowed=False
+        )
+    assert refused.value.code == ErrorCode.RESERVED_TASK
 
 
 def test_only_versions_no_workflow_uses_are_warned_about() -> None:

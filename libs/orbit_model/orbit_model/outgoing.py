@@ -73,7 +73,7 @@ def _dispatch(
         idempotency_key=state.idempotency_key(event.unit),
         redelivery=event.redelivery,
         input=unit.input,
-        result_route=topology.decider_route(state.execution_id),
+        result_route=topology.results_route(state.execution_id),
     )
     # The attempt's span (ids derived, orbit_model.trace_ids) parents the worker's.
     span = traceparent(state.trace_root, state.execution_id, event.unit, event.token)

@@ -60,6 +60,16 @@ class Topology:
         return Route(exchange=self.decider, routing_key=str(self.partition_of(execution_id)))
 
     @property
+    def results(self) -> str:
+        """The exchange workers publish results to: bound to the decider's partition
+        queues like ``decider``, but the only one a worker may write to."""
+        return f"{self.namespace}.results"
+
+    def results_route(self, execution_id: str) -> Route:
+        """Where a worker publishes the result of a task of ``execution_id``."""
+        return Route(exchange=self.results, routing_key=str(self.partition_of(execution_id)))
+
+    @property
     def control(self) -> str:
         return f"{self.namespace}.control"
 
@@ -98,7 +108,14 @@ class Topology:
         )
 
     def exchanges(self) -> tuple[str, ...]:
-        return (self.commands, self.decider, self.control, self.tasks, self.dead_letter)
+        return (
+            self.commands,
+            self.decider,
+            self.results,
+            self.control,
+            self.tasks,
+            self.dead_letter,
+        )
 
     def queue_arguments(self, single_active_consumer: bool = False) -> dict[str, Any]:
         """The arguments every queue of Orbit is declared with: a quorum queue with a

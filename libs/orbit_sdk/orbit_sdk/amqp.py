@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -104,6 +105,10 @@ def _on_closed(connection: Any, _error: BaseException | None = None) -> None:
         _report(COUNTERS.lost)
 
 
+_LOGINS: weakref.WeakKeyDictionary[AbstractChannel, str] = weakref.WeakKeyDictionary()
+"""The user each channel of :func:`open_channel` is logged in as: its publishes say so."""
+
+
 async def open_channel(
     connection: AbstractRobustConnection, prefetch: int | None = None
 ) -> AbstractChannel:
@@ -112,6 +117,9 @@ async def open_channel(
         channel = await connection.channel(publisher_confirms=True, on_return_raises=True)
         if prefetch is not None:
             await channel.set_qos(prefetch_count=prefetch)
+    user = getattr(connection, "url", URL()).user
+    if user:
+        _LOGINS[channel] = user
     return channel
 
 
@@ -139,12 +147,17 @@ class Publisher:
     failure is an ``UNAVAILABLE`` :class:`~orbit_model.errors.OrbitError`
     (the driver's error is its cause), saying what the broker refused.
 
+    Every message carries the AMQP ``user_id`` of the channel's login:
+    RabbitMQ refuses one whose ``user_id`` is not the connection's user, so a
+    consumer knows who sent it (docs/security.md, the broker's roles).
+
     Args:
         channel: A channel of :func:`open_channel`.
     """
 
     def __init__(self, channel: AbstractChannel) -> None:
         self.channel = channel
+        self.user_id = _LOGINS.get(channel)
 
     async def publish(
         self,
@@ -163,6 +176,7 @@ class Publisher:
             correlation_id=correlation_id,
             reply_to=reply_to,
             headers=headers,
+            user_id=self.user_id,
         )
         if self.channel.is_closed:
             raise OrbitError(ErrorCode.UNAVAILABLE, "the channel to RabbitMQ is closed")

@@ -47,7 +47,7 @@ class AmqpClient:
     def __init__(
         self, settings: ClientSettings | None = None, *, reply_timeout: float = 10.0
     ) -> None:
-        self.settings = settings or load_client_settings()
+        self.settings = settings or load_client_settings("client")
         self.topology = Topology(self.settings.namespace, self.settings.decider_partitions)
         self.reply_timeout = reply_timeout
         self._connection: AbstractRobustConnection | None = None

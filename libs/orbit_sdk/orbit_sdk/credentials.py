@@ -7,6 +7,10 @@ only. A command finds its token in ``ORBIT_TOKEN`` first, then in that file
 under the gateway's URL. The loopback names (``localhost``, ``127.0.0.1``,
 ``[::1]``) count as one host, so a token saved for ``http://127.0.0.1:8080``
 serves ``http://localhost:8080`` too.
+
+``orbit dev`` also keeps there the RabbitMQ login of a worker and a client of
+its namespace: a worker or client started without ``ORBIT_AMQP_URL`` uses it
+(:func:`orbit_sdk.settings.load_client_settings`).
 """
 
 from __future__ import annotations
@@ -88,6 +92,23 @@ def forget_token(url: str, path: Path | None = None) -> bool:
     if removed:
         _write(path, data)
     return removed
+
+
+def save_broker_url(namespace: str, role: str, amqp_url: str, path: Path | None = None) -> Path:
+    """Keep the broker URL a ``worker`` or ``client`` of ``namespace`` logs in with (as
+    ``orbit dev`` does for the users it makes); the file."""
+    path = path or credentials_path()
+    data = _read(path)
+    data.setdefault("brokers", {}).setdefault(namespace, {})[role] = amqp_url
+    _write(path, data)
+    return path
+
+
+def saved_broker_url(namespace: str, role: str, path: Path | None = None) -> str | None:
+    """The broker URL kept for a ``worker`` or ``client`` of ``namespace``, if any."""
+    entry = _read(path or credentials_path()).get("brokers", {}).get(namespace)
+    url = entry.get(role) if isinstance(entry, dict) else None
+    return url if isinstance(url, str) and url else None
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:

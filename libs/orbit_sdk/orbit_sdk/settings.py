@@ -9,12 +9,14 @@ traceback.
 from __future__ import annotations
 
 import ipaddress
+import os
 from typing import Self, TypeVar
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from orbit_model.errors import ErrorCode, OrbitError
+from orbit_sdk.credentials import saved_broker_url
 
 S = TypeVar("S", bound=BaseSettings)
 
@@ -109,13 +111,22 @@ def load(cls: type[S], **overrides: object) -> S:
         raise SettingsError("invalid settings:\n  " + "\n  ".join(lines)) from None
 
 
-def load_client_settings(**overrides: object) -> ClientSettings:
+def load_client_settings(role: str | None = None, **overrides: object) -> ClientSettings:
     """The worker's and client's settings from the environment (and ``overrides``).
+
+    Args:
+        role: ``worker`` or ``client``: without ``ORBIT_AMQP_URL``, the process logs in
+            with the RabbitMQ user ``orbit dev`` saved for its role and namespace, if any
+            (:mod:`orbit_sdk.credentials`).
 
     Raises:
         SettingsError: Naming each bad variable and what is wrong with it.
     """
-    return load(ClientSettings, **overrides)
+    settings = load(ClientSettings, **overrides)
+    if role is None or "amqp_url" in overrides or "ORBIT_AMQP_URL" in os.environ:
+        return settings
+    saved = saved_broker_url(settings.namespace, role)
+    return settings if saved is None else load(ClientSettings, **overrides, amqp_url=saved)
 
 
 def load_gateway_address(**overrides: object) -> GatewayAddress:

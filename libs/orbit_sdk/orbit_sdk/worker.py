@@ -112,7 +112,7 @@ class Worker:
             raise ValueError("concurrency must be at least 1")
         self.worker_id = worker_id or f"{socket.gethostname()}-{os.getpid()}"
         self.concurrency = concurrency
-        self.settings = settings or load_client_settings()
+        self.settings = settings or load_client_settings("worker")
         self.topology = Topology(self.settings.namespace, self.settings.decider_partitions)
         self.register_timeout = register_timeout
         self.stop_timeout = stop_timeout

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
 
+from orbit_model.broker_roles import Role
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.messages import DeciderInput, MalformedMessage, decode_decider_input
 from orbit_model.topology import Topology
@@ -29,6 +30,7 @@ from orbit_services.decider.deciding import Committed, Deciding
 from orbit_services.decider.spans import SpanRecorder
 from orbit_services.runtime.broker import TaskQueues, consume, declare_topology, give_back, park
 from orbit_services.runtime.metrics import MetricsEndpoint
+from orbit_services.runtime.senders import Senders, check_identity
 from orbit_services.runtime.settings import Settings
 from orbit_services.store import EventStore
 from orbit_services.store.outbox import OutboxRelay
@@ -90,9 +92,11 @@ class DeciderService:
         self._spans: SpanRecorder | None = None
         self._deferrals = LogThrottle(log)
         """While Postgres or RabbitMQ is away every batch is deferred: one line per 10 s."""
+        self._senders = Senders(settings, "decider")
 
     async def start(self) -> None:
         settings = self.settings
+        check_identity(settings, Role.DECIDER)
         self._store = await EventStore.connect(settings.database_url)
         self._connection = await connect(settings.amqp_url)
         # After a reconnect the cached states may predate what others wrote meanwhile.
@@ -137,6 +141,10 @@ class DeciderService:
             decoded = decode_decider_input(message.body)
         except MalformedMessage as error:
             await park(message, error.message)
+            return
+        if self._senders.refused(message, decoded.type):
+            with contextlib.suppress(Exception):  # if unsettled, it is refused again
+                await message.ack()
             return
         await self._inbox.put(_Received(message, decoded))
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
+from orbit_model.broker_roles import Role
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.ir import HTTP_CONTRACT_VERSION, HTTP_TASK, WORKFLOW_TASK_PREFIX
 from orbit_model.messages import (
@@ -61,14 +62,19 @@ BUILTIN_CONTRACTS = frozenset({(HTTP_TASK, HTTP_CONTRACT_VERSION)})
 # -- registration -------------------------------------------------------------
 
 
-def check_registration(request: RegisterWorker) -> None:
+def check_registration(request: RegisterWorker, *, builtin_allowed: bool) -> None:
     """Refuse a registration Orbit cannot serve.
+
+    Args:
+        builtin_allowed: Whether the worker may serve :data:`BUILTIN_CONTRACTS`: it is
+            the HTTP adapter's RabbitMQ user (with ``ORBIT_BROKER_AUTH=shared``,
+            where users say nothing, it registered with runtime ``orbit``).
 
     Raises:
         OrbitError: ``INVALID_REQUEST`` without a worker id, contracts or with a
             malformed name or version; ``RESERVED_TASK`` for a child-workflow
             contract (``workflow:…``) or a built-in task (``orbit.…``), except
-            :data:`BUILTIN_CONTRACTS` for a worker of runtime ``orbit``.
+            :data:`BUILTIN_CONTRACTS` for a worker allowed them.
     """
     if not request.worker_id.strip():
         raise OrbitError(ErrorCode.INVALID_REQUEST, "worker_id is required")
@@ -84,9 +90,7 @@ def check_registration(request: RegisterWorker) -> None:
                 f"'{name}' is how a workflow calls a child workflow; no worker can serve it",
             )
         builtin = (name, contract.version) in BUILTIN_CONTRACTS
-        if name.startswith(RESERVED_TASK_PREFIX) and not (
-            builtin and request.runtime == BUILTIN_RUNTIME
-        ):
+        if name.startswith(RESERVED_TASK_PREFIX) and not (builtin and builtin_allowed):
             raise OrbitError(
                 ErrorCode.RESERVED_TASK,
                 f"'{name}' is reserved for Orbit's built-in tasks ({RESERVED_TASK_PREFIX}*)",
@@ -192,7 +196,9 @@ class ControlHandler:
         *,
         heartbeat_interval_ms: int,
         session_timeout_ms: int,
+        users_checked: bool = False,
     ) -> None:
+        self._users_checked = users_checked
         self._registry = store.sessions
         self._store = store
         self._queues = queues
@@ -203,10 +209,11 @@ class ControlHandler:
         """The executions whose tasks workers hold, as of their last heartbeat: a
         heartbeat reads only the events appended since, not whole histories."""
 
-    async def handle(self, request: ControlRequest) -> ControlReply:
+    async def handle(self, request: ControlRequest, sender: Role | None = None) -> ControlReply:
+        """Answer ``request`` from a user of role ``sender`` (None: unknown, or shared mode)."""
         try:
             if isinstance(request, RegisterWorker):
-                return await self.register(request)
+                return await self.register(request, sender)
             if isinstance(request, Heartbeat):
                 return await self.heartbeat(request)
             return await self.unregister(request)
@@ -221,8 +228,15 @@ class ControlHandler:
                 )
             return control_error(error)
 
-    async def register(self, request: RegisterWorker) -> Registration:
-        check_registration(request)
+    async def register(self, request: RegisterWorker, sender: Role | None = None) -> Registration:
+        # Built-in tasks are the HTTP adapter's: known by its RabbitMQ user, which no
+        # one else can log in as; only with one user for all, by what it says it is.
+        builtin_allowed = (
+            sender is Role.HTTP_ADAPTER
+            if self._users_checked
+            else request.runtime == BUILTIN_RUNTIME
+        )
+        check_registration(request, builtin_allowed=builtin_allowed)
         warnings = contract_warnings(request.contracts, await self._store.task_versions_in_use())
         queues = {}
         for contract in request.contracts:

@@ -30,9 +30,12 @@ from aio_pika.abc import (
     ConsumerTag,
 )
 
+from orbit_model.broker_roles import Role
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.messages import (
+    ControlError,
     ControlReply,
+    ControlRequest,
     DeliveryLost,
     MalformedMessage,
     decode_control_request,
@@ -45,6 +48,7 @@ from orbit_services.dispatcher.dead_letters import DeadLetterReporter
 from orbit_services.runtime import metrics
 from orbit_services.runtime.broker import TaskQueues, consume, declare_topology
 from orbit_services.runtime.metrics import MetricsEndpoint
+from orbit_services.runtime.senders import Senders, check_identity
 from orbit_services.runtime.settings import Settings
 from orbit_services.store import EventStore, OutboxMessage
 from orbit_services.store.sessions import DISPATCHER_BEAT_SECONDS
@@ -101,6 +105,7 @@ class DispatcherService:
         self._consumers: list[tuple[AbstractQueue, ConsumerTag]] = []
         self._inflight = _InFlight()
         self._metrics = MetricsEndpoint(settings.metrics_port, settings.http_host)
+        self._senders = Senders(settings, "dispatcher")
         self._counting: asyncio.Task[None] | None = None
         self._beating: asyncio.Task[None] | None = None
         self._control_channel: AbstractChannel | None = None
@@ -121,6 +126,7 @@ class DispatcherService:
             raise
 
     async def _start(self) -> None:
+        check_identity(self.settings, Role.DISPATCHER)
         self._store = store = await EventStore.connect(self.settings.database_url)
         self._connection = connection = await connect(self.settings.amqp_url)
         # Queue declarations and lost-task notices get a channel of their own: a
@@ -137,6 +143,7 @@ class DispatcherService:
             self._publish_lost,
             heartbeat_interval_ms=self.settings.heartbeat_interval_ms,
             session_timeout_ms=self.settings.session_timeout_ms,
+            users_checked=self._senders.checked,
         )
         self._sessions = store.sessions
         self._counting = asyncio.create_task(self._count_sessions(), name="dispatcher.sessions")
@@ -227,17 +234,7 @@ class DispatcherService:
             except MalformedMessage as error:
                 reply = control_error(error)
             else:
-                try:
-                    reply = await self._control.handle(request)
-                    if request.type != "Heartbeat":
-                        await self._refresh_sessions()
-                except Exception as error:
-                    # The requester waits with a timeout: tell it now rather
-                    # than requeue a request it will have given up on.
-                    log.exception("a %s request failed", request.type)
-                    reply = control_error(
-                        OrbitError(ErrorCode.UNAVAILABLE, f"the dispatcher failed: {error!r}")
-                    )
+                reply = await self._answer(message, request)
             if message.reply_to:
                 try:
                     await self._replies.publish(
@@ -250,6 +247,36 @@ class DispatcherService:
                 except Exception as error:
                     log.warning("answering a control request failed: %r", error)
             await _settle(message.ack())
+
+    async def _answer(
+        self, message: AbstractIncomingMessage, request: ControlRequest
+    ) -> ControlReply:
+        if self._senders.refused(message, request.type):
+            return control_error(
+                OrbitError(
+                    ErrorCode.PERMISSION_DENIED,
+                    f"RabbitMQ user {message.user_id!r} may not send {request.type}: workers"
+                    " connect as worker users (`orbit broker user add --role worker`)",
+                )
+            )
+        try:
+            reply = await self._control.handle(request, self._senders.role(message))
+            if request.type != "Heartbeat":
+                await self._refresh_sessions()
+        except Exception as error:
+            # The requester waits with a timeout: tell it now rather
+            # than requeue a request it will have given up on.
+            log.exception("a %s request failed", request.type)
+            return control_error(
+                OrbitError(ErrorCode.UNAVAILABLE, f"the dispatcher failed: {error!r}")
+            )
+        if (
+            self._senders.checked
+            and isinstance(reply, ControlError)
+            and reply.error.code == ErrorCode.RESERVED_TASK
+        ):
+            self._senders.count(message, request.type, "reserved_task")
+        return reply
 
     async def _publish_lost(self, notices: Sequence[DeliveryLost]) -> None:
         messages = []

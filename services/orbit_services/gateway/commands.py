@@ -39,6 +39,7 @@ from orbit_model.payloads import payload_problem
 from orbit_sdk.amqp import Publisher
 from orbit_services.gateway.executions import Executions
 from orbit_services.runtime.broker import give_back, park
+from orbit_services.runtime.senders import Senders
 
 log = logging.getLogger("orbit.gateway.commands")
 
@@ -48,9 +49,12 @@ _COMMAND_TYPES = ("StartExecution", "SignalExecution", "CancelExecution")
 class CommandIntake:
     """The consumer callback of ``NS.commands``, and a way to wait for the commands in hand."""
 
-    def __init__(self, executions: Executions, publisher: Publisher) -> None:
+    def __init__(
+        self, executions: Executions, publisher: Publisher, senders: Senders | None = None
+    ) -> None:
         self.executions = executions
         self.publisher = publisher
+        self.senders = senders
         self._in_hand: set[asyncio.Task[object]] = set()
 
     async def on_message(self, message: AbstractIncomingMessage) -> None:
@@ -84,6 +88,15 @@ class CommandIntake:
                 await park(message, error.message)
             else:
                 await message.ack()
+            return
+        if self.senders is not None and self.senders.refused(message, command.type):
+            refusal = ErrorBody(
+                code=str(ErrorCode.PERMISSION_DENIED),
+                message=f"RabbitMQ user {message.user_id!r} may not send {command.type}:"
+                " commands come from client users (`orbit broker user add --role client`)",
+            )
+            await self._reply(message, CommandReply(ok=False, error=refusal))
+            await message.ack()
             return
         try:
             result = await self.executions.handle(command, message.message_id)

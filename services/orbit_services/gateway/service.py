@@ -10,6 +10,7 @@ from collections.abc import Iterator
 import uvicorn
 from aio_pika.abc import AbstractQueue, AbstractRobustConnection
 
+from orbit_model.broker_roles import Role
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.topology import Topology
 from orbit_sdk.amqp import Publisher, connect, open_channel
@@ -18,6 +19,7 @@ from orbit_services.gateway.auth import AUTH_DISABLED_WARNING
 from orbit_services.gateway.commands import CommandIntake
 from orbit_services.gateway.executions import Executions
 from orbit_services.runtime.broker import consume, declare_topology
+from orbit_services.runtime.senders import Senders, check_identity
 from orbit_services.runtime.settings import Settings
 from orbit_services.store import EventStore
 from orbit_services.store.outbox import OutboxRelay
@@ -109,6 +111,7 @@ class GatewayService:
 
     async def _start(self) -> None:
         settings = self.settings
+        check_identity(settings, Role.GATEWAY)
         self._store = store = await EventStore.connect(settings.database_url)
         self._connection = connection = await connect(settings.amqp_url)
         publishing = await open_channel(connection)
@@ -145,7 +148,7 @@ class GatewayService:
         )
         await _say_how_requests_are_authenticated(settings, store)
         consuming = await open_channel(connection, prefetch=COMMAND_PREFETCH)
-        self._intake = CommandIntake(executions, publisher)
+        self._intake = CommandIntake(executions, publisher, Senders(settings, "gateway"))
         self._consumer = await consume(consuming, self.topology.commands, self._intake.on_message)
 
     async def stop(self) -> None:

@@ -26,6 +26,7 @@ import socket
 from collections.abc import Awaitable
 from typing import TypeVar
 
+from orbit_model.broker_roles import Role
 from orbit_model.errors import ErrorCode
 from orbit_model.ir import HTTP_CONTRACT_VERSION, HTTP_TASK
 from orbit_model.messages import RegisterWorker
@@ -34,6 +35,7 @@ from orbit_sdk.tasks import TaskContext, TaskDefinition, TaskError
 from orbit_sdk.worker import Worker
 from orbit_services.http_adapter.adapter import HttpAdapter, HttpRequest, HttpResponse
 from orbit_services.runtime.metrics import MetricsEndpoint
+from orbit_services.runtime.senders import check_identity
 from orbit_services.runtime.settings import Settings
 
 log = logging.getLogger("orbit.http")
@@ -108,6 +110,7 @@ class HttpAdapterService:
                 extra={"action": "http.disabled"},
             )
             return
+        check_identity(self.settings, Role.HTTP_ADAPTER)
         await self.adapter.open()
         worker = _AdapterWorker(
             [http_task(self.adapter, self.settings.heartbeat_interval_ms / 1000)],

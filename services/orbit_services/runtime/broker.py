@@ -105,13 +105,13 @@ async def declare_topology(channel: AbstractChannel, topology: Topology) -> None
             topology.dead_letter_reports, durable=True, arguments={"x-queue-type": "quorum"}
         )
         await reports.bind(dead_letter)
-        for name in (topology.commands, topology.decider, topology.control):
+        for name in (topology.commands, topology.decider, topology.results, topology.control):
             await channel.declare_exchange(name, aio_pika.ExchangeType.DIRECT, durable=True)
         await channel.declare_exchange(topology.tasks, aio_pika.ExchangeType.DIRECT, durable=True)
     await declare_queue(channel, topology, topology.commands, topology.commands, "command")
     await declare_queue(channel, topology, topology.control, topology.control, "control")
     for partition in range(topology.partitions):
-        await declare_queue(
+        queue = await declare_queue(
             channel,
             topology,
             topology.decider_queue(partition),
@@ -119,6 +119,10 @@ async def declare_topology(channel: AbstractChannel, topology: Topology) -> None
             str(partition),
             single_active_consumer=True,
         )
+        # Workers' results come in through an exchange of their own: a worker may
+        # write to it, never to the decider's (docs/security.md).
+        with translated(f"binding {queue.name!r} to {topology.results!r}"):
+            await queue.bind(topology.results, str(partition))
 
 
 async def declare_task_queue(

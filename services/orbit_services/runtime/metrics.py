@@ -189,6 +189,14 @@ MESSAGES_PARKED = Counter(
     "Messages dead-lettered by a consumer, by the queue they came from.",
     ["queue"],
 )
+MESSAGES_REFUSED = Counter(
+    "orbit_messages_refused_total",
+    "Messages a consumer dropped for their sender (its AMQP user_id), by consumer, message"
+    " type and reason: unknown_sender (no Orbit user of this namespace), wrong_role (a role"
+    " that may not send it), reserved_task (a built-in task claimed by a user that is not"
+    " the HTTP adapter's).",
+    ["consumer", "message_type", "reason"],
+)
 PARKED_REPORTS = Counter(
     "orbit_parked_reports_total",
     "Parked messages the dispatcher read from NS.dead-letter.reports, by the parked"

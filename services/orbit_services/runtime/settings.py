@@ -57,6 +57,15 @@ class Settings(ClientSettings, GatewayAddress):
     """The claim holding a JWT's Orbit scopes (a space-separated string or a list)."""
     auth_jwt_workflows_claim: str | None = None
     """The claim holding the workflow patterns that narrow a JWT; unset: none do."""
+    broker_auth: Literal["roles", "shared"] = "roles"
+    """``roles``: each service connects as its own RabbitMQ user (``NS.decider``, ...) and
+    consumers take each message kind only from the roles allowed to send it
+    (``orbit broker setup``); ``shared``: one user for everything, no sender checks
+    (a warning says so at start). docs/security.md."""
+    broker_admin_url: str | None = None
+    """RabbitMQ's management API, for ``orbit broker`` and ``orbit dev``
+    (``http://user:password@host:15672``); unset: port 15672 on ``ORBIT_AMQP_URL``'s
+    host, with its user and password."""
     metrics_public: bool = False
     """Whether ``/metrics`` answers without a token (for a scraper inside the network)."""
     http_max_response_bytes: int = Field(1_048_576, ge=1)

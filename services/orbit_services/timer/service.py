@@ -20,12 +20,14 @@ import logging
 
 from aio_pika.abc import AbstractRobustConnection
 
+from orbit_model.broker_roles import Role
 from orbit_model.topology import Topology
 from orbit_sdk.amqp import Publisher, connect, open_channel
 from orbit_sdk.logs import LogThrottle
 from orbit_services.runtime.broker import declare_topology
 from orbit_services.runtime.clock import epoch_ms
 from orbit_services.runtime.metrics import MetricsEndpoint
+from orbit_services.runtime.senders import check_identity
 from orbit_services.runtime.settings import Settings
 from orbit_services.store import EventStore
 from orbit_services.timer.firing import fire_due
@@ -60,6 +62,7 @@ class TimerService:
 
     async def start(self) -> None:
         settings = self.settings
+        check_identity(settings, Role.TIMER)
         self._store = store = await EventStore.connect(
             settings.database_url, min_size=1, max_size=2
         )

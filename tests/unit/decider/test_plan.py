@@ -442,4 +442,4 @@ def test_a_task_message_carries_the_attempts_traceparent() -> None:
     dispatched = [e for e in sim.history if isinstance(e, StepDispatched)]
     assert outgoing.message.token == dispatched[0].token
     assert outgoing.message.idempotency_key == "e-1:a"
-    assert outgoing.message.result_route == TOPOLOGY.decider_route("e-1")
+    assert outgoing.message.result_route == TOPOLOGY.results_route("e-1")

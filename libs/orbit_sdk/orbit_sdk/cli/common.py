@@ -95,12 +95,13 @@ def run(coroutine: Coroutine[Any, Any, T]) -> T:
         raise typer.Exit(130) from None
 
 
-def client_settings() -> ClientSettings:
-    """The worker's and client's settings; a bad one is printed and exits 2."""
+def client_settings(role: str | None = None) -> ClientSettings:
+    """The worker's (``role="worker"``) or client's settings; a bad one is printed and
+    exits 2."""
     from orbit_sdk.settings import SettingsError, load_client_settings  # noqa: PLC0415
 
     try:
-        return load_client_settings()
+        return load_client_settings(role)
     except SettingsError as error:
         sys.stderr.write(f"{error.message}\n")
         raise typer.Exit(2) from None

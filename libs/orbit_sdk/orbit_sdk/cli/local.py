@@ -69,7 +69,7 @@ def worker(
     from orbit_sdk.logs import configure_logging  # noqa: PLC0415
     from orbit_sdk.worker import Worker  # noqa: PLC0415
 
-    settings = client_settings()
+    settings = client_settings("worker")
     configure_logging("worker", settings.log_level, settings.log_format)
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
