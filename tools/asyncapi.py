@@ -133,7 +133,9 @@ def build_broker(namespace: str = NAMESPACE, partitions: int = PARTITIONS) -> Ra
             description=(
                 f"Decider partition {partition}: queue `{queue}` bound to exchange"
                 f" `{topology.decider}` (direct) with key `{partition}`, for executions with"
-                f" `crc32(execution_id) % {partitions} == {partition}`. "
+                f" `crc32(execution_id) % {partitions} == {partition}`, and to exchange"
+                f" `{topology.results}` (direct, where workers publish their TaskResults)"
+                " with the same key. "
                 + _queue_note(topology, services)
                 + " `x-single-active-consumer: true`: one decider at a time."
             ),

@@ -181,18 +181,24 @@ def add_command(
 
 @user_app.command("delete")
 def delete_command(
-    name: Annotated[str, typer.Argument(help="The whole user name (NS.worker.NAME).")],
+    name: Annotated[str, typer.Argument(help="The user's name within its role.")],
+    role: Annotated[str, typer.Option("--role", help="worker or client.")],
 ) -> None:
-    """Delete one worker or client user of this namespace: it can log in no more."""
-    from orbit_model.broker_roles import role_of  # noqa: PLC0415
+    """Delete the worker or client user NS.ROLE.NAME: it can log in no more."""
+    from orbit_model.broker_roles import NAMED_ROLES, Role, user_name  # noqa: PLC0415
 
     settings = _settings()
-    if role_of(settings.namespace, name) is None:
-        _note(f"{name!r} is not an Orbit user of namespace {settings.namespace!r}")
+    if role not in NAMED_ROLES:
+        _note(f"--role is one of: {', '.join(NAMED_ROLES)}")
         raise typer.Exit(2)
+    try:
+        user = user_name(settings.namespace, Role(role), name)
+    except ValueError as error:
+        _note(str(error))
+        raise typer.Exit(2) from None
 
     async def work(admin: BrokerAdmin) -> None:
-        await admin.delete_user(name)
-        _note(f"{name} deleted")
+        await admin.delete_user(user)
+        _note(f"{user} deleted")
 
     _with_admin(settings, work)

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from orbit_model.topology import Topology
 from orbit_sdk import OrbitClient, Worker
 from orbit_sdk.credentials import save_broker_url
 from orbit_sdk.lifecycle import Service
@@ -38,6 +39,10 @@ class Stack:
     """The admin API token of the client (None with ``ORBIT_AUTH=disabled``)."""
     roles: LocalRoles | None = None
     """The RabbitMQ URL of each role (None with ``ORBIT_BROKER_AUTH=shared``)."""
+
+    @property
+    def topology(self) -> Topology:
+        return Topology(self.settings.namespace, self.settings.decider_partitions)
 
     def as_user(self, role: str) -> Settings:
         """The settings of a ``worker`` or ``client`` process of this stack: logged in as

@@ -44,7 +44,7 @@ async def test_a_start_is_dispatched_and_a_result_completes_it(rig: Rig) -> None
         "1",
     )
     assert (task.attempt, task.idempotency_key, task.input) == (1, "e-1:greet", {"name": "ada"})
-    assert task.result_route == rig.topology.decider_route("e-1")
+    assert task.result_route == rig.topology.results_route("e-1")
     await rig.send(TaskResult(execution_id="e-1", token=task.token, output={"greeting": "hi"}))
     await eventually(lambda: rig.status("e-1"), lambda s: s == "completed", what="completion")
     row = await rig.store.execution("e-1")
@@ -94,7 +94,12 @@ async def test_a_result_under_a_token_its_sender_never_received_is_not_applied(
     assert row is not None
     assert row.output == {"greeting": "hi"}
     history = await rig.store.read_events("e-forged")
-    assert not any(isinstance(e.event, StaleResultIgnored) for e in history)
+    stale = [e.event for e in history if isinstance(e.event, StaleResultIgnored)]
+    assert [(s.unit, s.token) for s in stale] == [
+        ("greet", "e-forged:greet:1"),
+        ("greet", "e-forged:greet:1.AAAAAAAAAAAAAAAAAAAAAA"),
+    ]
+    assert {s.reason for s in stale} == {"a token this execution never issued"}
 
 
 async def test_a_lost_delivery_a_worker_still_holds_is_not_dispatched_again(
@@ -131,14 +136,19 @@ async def test_an_output_breaking_the_contract_fails_the_attempt(rig: Rig) -> No
     assert error.code == "OUTPUT_CONTRACT_VIOLATION"
 
 
-async def test_a_result_with_an_unknown_token_changes_nothing(rig: Rig) -> None:
+async def test_a_result_with_an_unknown_token_changes_nothing_but_is_recorded(rig: Rig) -> None:
     await rig.start(HELLO, "e-5", {})
     await rig.next_dispatch()
     before = await rig.state("e-5")
     await rig.send(TaskResult(execution_id="e-5", token="e-5:greet:99", output={}))
     await rig.send(Wake(execution_id="e-5"))
     await eventually(lambda: _acked(rig), what="the inputs to be taken")
-    assert (await rig.state("e-5")).last_seq == before.last_seq
+    after = await rig.state("e-5")
+    assert after.last_seq == before.last_seq + 1  # the StaleResultIgnored, nothing else
+    assert after.unit("greet") == before.unit("greet")
+    last = (await rig.store.read_events("e-5"))[-1].event
+    assert isinstance(last, StaleResultIgnored)
+    assert last.token == "e-5:greet:99"
 
 
 async def test_a_poison_message_is_parked_and_the_decider_keeps_serving(rig: Rig) -> None:

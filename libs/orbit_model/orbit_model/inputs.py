@@ -67,6 +67,10 @@ def start_execution(
     )
 
 
+FORGED_TOKEN_SHOWN = 200
+"""How much of a token no delivery carried is kept in its StaleResultIgnored."""
+
+
 def accept_result(
     state: ExecutionState,
     definition: WorkflowIR,
@@ -86,7 +90,14 @@ def accept_result(
     """
     key = state.unit_of_token(token)
     if key is None:
-        return []  # not this execution's
+        if state.last_seq == 0:
+            return []  # no such execution: nothing to record it in
+        # Forged, or guessed: its MAC is not one the execution issued. Recorded, so that
+        # the attempt shows in the history, and never applied.
+        shown = token[:FORGED_TOKEN_SHOWN]
+        claimed = shown.removeprefix(f"{state.execution_id}:").rpartition(":")[0]
+        reason = "a token this execution never issued"
+        return [StaleResultIgnored(unit=claimed, token=shown, reason=reason)]
     if state.terminal:
         # Nothing can change any more, but a late run (a zombie worker's) is worth a record.
         return [StaleResultIgnored(unit=key, token=token, reason=f"the execution {state.status}")]

@@ -1127,8 +1127,13 @@ def test_a_success_from_an_older_delivery_is_accepted_and_a_second_result_is_sta
         StaleResultIgnored(unit="a", token=tok("a", 2), reason="the unit is already resolved")
     ]
     assert sim.state.unit("a").output == {"id": "x", "state": "new"}
-    # A token never issued is not this execution's.
-    assert accept_result(sim.state, sim.definition, "e-1:a:9", {"id": "q"}) == []
+    # A token never issued (a forged one) is recorded as stale, and changes nothing.
+    assert accept_result(sim.state, sim.definition, "e-1:a:9", {"id": "q"}) == [
+        StaleResultIgnored(unit="a", token="e-1:a:9", reason="a token this execution never issued")
+    ]
+    assert accept_result(sim.state, sim.definition, "x" * 500, {"id": "q"}) == [
+        StaleResultIgnored(unit="", token="x" * 200, reason="a token this execution never issued")
+    ]
 
 
 def test_a_failure_from_a_delivery_no_longer_in_flight_is_stale() -> None:

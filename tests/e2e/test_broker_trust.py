@@ -1,0 +1,270 @@
+"""The broker's trust boundary, probed as an outsider holding a worker's or a client's login.
+
+Each probe of the outside check that found the broker trusted as a whole is
+repeated here against a stack with a RabbitMQ user per role (real users,
+made for the test and deleted after it): the broker refuses what the
+permissions forbid, and the consumers drop, and count, what a role may not
+send.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aio_pika
+import aiormq
+import pytest
+from prometheus_client import REGISTRY
+
+from orbit_model.broker_roles import Role
+from orbit_model.events import TaskFailure
+from orbit_model.messages import (
+    ContractAnnouncement,
+    DeliveryLost,
+    RegisterWorker,
+    TaskResult,
+    TimerDue,
+    encode,
+)
+from orbit_model.topology import Topology
+from orbit_sdk import TaskContext, task
+from orbit_services.broker_setup import BrokerAdmin, add_user, with_login
+from tests.integration.conftest import OrbitEnv
+
+from .stack import Stack, running_stack
+
+HELD = """
+orbit: 1
+workflow: held
+version: 1.0.0
+tasks:
+  hold: {version: "1"}
+steps:
+  - id: a
+    task: hold
+"""
+
+WAITING = """
+orbit: 1
+workflow: waiting
+version: 1.0.0
+timeout: 2h
+signals:
+  go: {type: object}
+steps:
+  - id: approval
+    await: go
+    timeout: 1h
+"""
+
+release = asyncio.Event()
+"""Set to let ``hold`` finish: made anew for each test, in its event loop."""
+deliveries: list[str] = []
+
+
+@task("hold", version="1")
+async def hold(_input: Any, ctx: TaskContext) -> dict[str, Any]:
+    deliveries.append(ctx.token)
+    await release.wait()
+    return {"real": True}
+
+
+@pytest.fixture
+async def stack(orbit_env: OrbitEnv) -> AsyncIterator[Stack]:
+    global release  # noqa: PLW0603 - one per test, bound to the test's event loop
+    release = asyncio.Event()
+    deliveries.clear()
+    async with running_stack(orbit_env.settings, [hold]) as running:
+        await running.client.deploy(HELD, WAITING)
+        yield running
+    release.set()
+
+
+def _refused(reason: str, message_type: str, consumer: str = "decider") -> float:
+    labels = {"consumer": consumer, "message_type": message_type, "reason": reason}
+    return REGISTRY.get_sample_value("orbit_messages_refused_total", labels) or 0.0
+
+
+async def _publish(url: str, exchange: str, routing_key: str, body: bytes, **props: Any) -> None:
+    """Publish one message as the login of ``url``, confirmed; raises what the broker says."""
+    connection = await aio_pika.connect(url)
+    try:
+        channel = await connection.channel(publisher_confirms=True)
+        target = await channel.get_exchange(exchange, ensure=False) if exchange else None
+        message = aio_pika.Message(body, **props)
+        if target is None:
+            await channel.default_exchange.publish(message, routing_key)
+        else:
+            await target.publish(message, routing_key)
+    finally:
+        await connection.close()
+
+
+async def _as_worker(stack: Stack, route_key: str, message: Any) -> None:
+    """What a worker may do: publish to NS.results, with its own user_id."""
+    worker = stack.as_user("worker").amqp_url
+    user = aio_pika.connection.make_url(worker).user
+    await _publish(worker, stack.topology.results, route_key, encode(message), user_id=user)
+
+
+async def _until(predicate: Any, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        await asyncio.sleep(0.05)
+
+
+async def _dispatched(stack: Stack, execution_id: str) -> None:
+    await stack.client.start("held", None, execution_id=execution_id)
+    await _until(lambda: len(deliveries) == 1)
+
+
+# -- the broker refuses --------------------------------------------------------------------
+
+
+async def test_a_worker_user_may_not_publish_to_the_decider_exchange(stack: Stack) -> None:
+    forged = TaskResult(execution_id="x", token="x:a:1", output={"pwned": True})
+    with pytest.raises(aiormq.exceptions.ChannelAccessRefused, match="ACCESS_REFUSED"):
+        await _publish(
+            stack.as_user("worker").amqp_url, stack.topology.decider, "0", encode(forged)
+        )
+
+
+async def test_worker_and_client_users_may_not_read_task_inputs_nor_parked_messages(
+    stack: Stack,
+) -> None:
+    await stack.client.start("waiting", None, execution_id="w-0")  # task queues exist
+    topology: Topology = stack.topology
+    settings = stack.settings
+    async with BrokerAdmin.from_settings(settings) as admin:
+        name, password = await add_user(admin, topology, Role.WORKER, "payments", tasks=["pay*"])
+    payments_worker = with_login(settings.amqp_url, name, password)
+    probes = [
+        (stack.as_user("client").amqp_url, topology.task_queue("hold", "1")),
+        (payments_worker, topology.task_queue("hold", "1")),
+        (stack.as_user("worker").amqp_url, topology.dead_letter),
+        (stack.as_user("client").amqp_url, topology.dead_letter),
+        (stack.as_user("worker").amqp_url, topology.decider_queue(0)),
+    ]
+    for url, queue in probes:
+        connection = await aio_pika.connect(url)
+        try:
+            channel = await connection.channel()
+            target = await channel.declare_queue(queue, passive=True)
+            with pytest.raises(aiormq.exceptions.ChannelAccessRefused, match="ACCESS_REFUSED"):
+                await target.get(no_ack=False, fail=False)  # the probe's basic.get
+        finally:
+            await connection.close()
+
+
+async def test_a_message_whose_user_id_names_another_user_is_refused_by_the_broker(
+    stack: Stack,
+) -> None:
+    await _dispatched(stack, "h-uid")
+    token = deliveries[0]
+    # The client may write to NS.commands; it pretends to be the worker, with a real token.
+    real = TaskResult(execution_id="h-uid", token=token, output={"pwned": True})
+    worker_user = aio_pika.connection.make_url(stack.as_user("worker").amqp_url).user
+    with pytest.raises(aiormq.exceptions.ChannelPreconditionFailed, match="user_id"):
+        await _publish(
+            stack.as_user("client").amqp_url,
+            stack.topology.commands,
+            "command",
+            encode(real),
+            user_id=worker_user,
+        )
+    release.set()
+    done = await stack.client.wait("h-uid", timeout=30)
+    assert done["status"] == "completed"
+    assert done["steps"]["a"]["output"] == {"real": True}
+
+
+# -- the consumers refuse ------------------------------------------------------------------
+
+
+async def test_a_result_under_a_token_its_sender_never_received_is_ignored(stack: Stack) -> None:
+    await _dispatched(stack, "h-forged")
+    route = stack.topology.results_route("h-forged")
+    for token in ("h-forged:a:1", "h-forged:a:1.AAAAAAAAAAAAAAAAAAAAAA"):
+        await _as_worker(
+            stack, route.routing_key, TaskResult(execution_id="h-forged", token=token, output={})
+        )
+    failure = TaskFailure(code="TASK_FAILED", message="forged")
+    await _as_worker(
+        stack,
+        route.routing_key,
+        TaskResult(execution_id="h-forged", token="h-forged:a:1", error=failure),
+    )
+    await asyncio.sleep(1.0)  # time for the decider to take them (it changes nothing)
+    execution = await stack.client.get("h-forged")
+    assert execution["status"] == "running"
+    assert execution["steps"]["a"]["status"] == "dispatched"
+    release.set()
+    done = await stack.client.wait("h-forged", timeout=30)
+    assert done["status"] == "completed"
+    assert done["steps"]["a"]["output"] == {"real": True}
+    assert len(deliveries) == 1
+
+
+async def test_timers_from_a_worker_user_fire_nothing_and_are_counted(stack: Stack) -> None:
+    await stack.client.start("waiting", None, execution_id="w-1")
+    for _ in range(200):  # until the await waits, with its timer set
+        execution = await stack.client.get("w-1")
+        if execution["steps"]["approval"]["status"] == "scheduled":
+            break
+        await asyncio.sleep(0.05)
+    route = stack.topology.results_route("w-1")
+    far = int(time.time() * 1000) + 10 * 3600 * 1000
+    before = _refused("wrong_role", "TimerDue")
+    for key in ("timer:approval", "workflow"):
+        await _as_worker(
+            stack, route.routing_key, TimerDue(execution_id="w-1", key=key, due_at=far)
+        )
+    await _until(lambda: _refused("wrong_role", "TimerDue") == before + 2)
+    execution = await stack.client.get("w-1")
+    assert execution["status"] == "running"
+    assert execution["steps"]["approval"]["status"] == "scheduled"
+    await stack.client.signal("w-1", "go", {"ok": True})
+    assert (await stack.client.wait("w-1", timeout=30))["status"] == "completed"
+
+
+async def test_a_delivery_lost_from_a_worker_user_dispatches_nothing_again(stack: Stack) -> None:
+    await _dispatched(stack, "h-lost")
+    route = stack.topology.results_route("h-lost")
+    before = _refused("wrong_role", "DeliveryLost")
+    lost = DeliveryLost(execution_id="h-lost", token=deliveries[0], reason="forged")
+    await _as_worker(stack, route.routing_key, lost)
+    await _until(lambda: _refused("wrong_role", "DeliveryLost") == before + 1)
+    await asyncio.sleep(0.5)
+    assert len(deliveries) == 1  # not dispatched a second time
+    release.set()
+    assert (await stack.client.wait("h-lost", timeout=30))["status"] == "completed"
+    assert len(deliveries) == 1
+
+
+async def test_a_worker_user_claiming_orbit_s_runtime_may_not_serve_built_in_tasks(
+    stack: Stack,
+) -> None:
+    from orbit_sdk.amqp import open_channel  # noqa: PLC0415
+    from orbit_sdk.rpc import Requester  # noqa: PLC0415
+
+    before = _refused("reserved_task", "RegisterWorker", consumer="dispatcher")
+    claim = RegisterWorker(
+        worker_id="impostor",
+        runtime="orbit",
+        contracts=(ContractAnnouncement(task="orbit.http.request", version="1"),),
+    )
+    connection = await aio_pika.connect_robust(stack.as_user("worker").amqp_url)
+    try:
+        requester = Requester(await open_channel(connection))
+        await requester.start()
+        answer = await requester.request(
+            stack.topology.control, "control", encode(claim), timeout=10
+        )
+    finally:
+        await connection.close()
+    assert b'"RESERVED_TASK"' in answer
+    assert _refused("reserved_task", "RegisterWorker", consumer="dispatcher") == before + 1
