@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
-from orbit_model.broker_roles import Role
+from orbit_model.broker_roles import Role, may_serve
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.ir import HTTP_CONTRACT_VERSION, HTTP_TASK, WORKFLOW_TASK_PREFIX
 from orbit_model.messages import (
@@ -232,7 +232,7 @@ class ControlHandler:
         # Built-in tasks are the HTTP adapter's: known by its RabbitMQ user, which no
         # one else can log in as; only with one user for all, by what it says it is.
         builtin_allowed = (
-            sender is Role.HTTP_ADAPTER
+            may_serve(sender, HTTP_TASK)
             if self._users_checked
             else request.runtime == BUILTIN_RUNTIME
         )
