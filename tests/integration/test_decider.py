@@ -141,11 +141,14 @@ async def test_a_result_with_an_unknown_token_changes_nothing_but_is_recorded(ri
     await rig.next_dispatch()
     before = await rig.state("e-5")
     await rig.send(TaskResult(execution_id="e-5", token="e-5:greet:99", output={}))
+    after = await eventually(
+        lambda: rig.state("e-5"), lambda s: s.last_seq > before.last_seq, what="the result"
+    )
     await rig.send(Wake(execution_id="e-5"))
-    await eventually(lambda: _acked(rig), what="the inputs to be taken")
-    after = await rig.state("e-5")
+    await eventually(lambda: _acked(rig), what="the wake to be taken")
     assert after.last_seq == before.last_seq + 1  # the StaleResultIgnored, nothing else
     assert after.unit("greet") == before.unit("greet")
+    assert (await rig.state("e-5")).last_seq == after.last_seq
     last = (await rig.store.read_events("e-5"))[-1].event
     assert isinstance(last, StaleResultIgnored)
     assert last.token == "e-5:greet:99"
