@@ -5,7 +5,14 @@ decider, dispatcher, timer and gateway as ``python -m orbit_sdk service NAME``
 processes (settings as ``ORBIT_*`` variables, as in a real deployment), deploys
 the benchmark's workflows, starts the no-op worker as one more process, and on
 the way out stops them all, drops the database and deletes the namespace's
-queues and exchanges.
+queues, exchanges, RabbitMQ users and policy.
+
+As in a real installation, every process logs in to RabbitMQ as its own user
+(``ORBIT_BROKER_AUTH=roles``): the namespace's users are made through the
+management API with fresh passwords (``provision_local_roles``), each service
+gets ``NS.<role>``, the worker ``NS.worker.bench`` and the bench's AMQP client
+``NS.client.bench``. Only the bench's own broker chores (queue counts,
+clean-up, the machine limits) use the administrator's ``--amqp-url``.
 """
 
 from __future__ import annotations
@@ -31,6 +38,12 @@ from bench import workflows
 from orbit_model.access import Scope
 from orbit_model.topology import Topology
 from orbit_sdk import OrbitClient
+from orbit_services.broker_setup import (
+    BrokerAdmin,
+    LocalRoles,
+    provision_local_roles,
+    remove_namespace,
+)
 from orbit_services.runtime.settings import Settings, load_settings
 from orbit_services.store import EventStore
 from orbit_services.store.migrate import migrate
@@ -93,6 +106,15 @@ class BenchStack:
         )
         self.topology = Topology(self.namespace, self.partitions)
         self.client = OrbitClient(f"http://127.0.0.1:{self.http_port}", timeout=60.0)
+        self.roles: LocalRoles | None = None
+        self._users_made = False
+
+    @property
+    def client_settings(self) -> Settings:
+        """The settings of the bench's AMQP client: logging in as ``NS.client.bench``."""
+        if self.roles is None:
+            raise RuntimeError("the stack is not started: no RabbitMQ client user yet")
+        return self.settings.model_copy(update={"amqp_url": self.roles.client})
 
     # -- lifecycle ------------------------------------------------------------------
 
@@ -118,12 +140,19 @@ class BenchStack:
             name: f"http://127.0.0.1:{port}/metrics" for name, port in self.metrics_ports.items()
         }
 
+    def _amqp_url_of(self, name: str) -> str:
+        """The login of process ``name``: its service's user, or the worker's."""
+        if self.roles is None:
+            raise RuntimeError("the RabbitMQ users are made before any process starts")
+        return self.roles.worker if name == "worker" else self.roles.services[name]
+
     def _env(self, name: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ORBIT_")}
         env.update(
             {
                 "ORBIT_DATABASE_URL": self.settings.database_url,
-                "ORBIT_AMQP_URL": self.settings.amqp_url,
+                "ORBIT_AMQP_URL": self._amqp_url_of(name),
+                "ORBIT_BROKER_AUTH": "roles",
                 "ORBIT_NAMESPACE": self.namespace,
                 "ORBIT_DECIDER_PARTITIONS": str(self.partitions),
                 "ORBIT_HTTP_PORT": str(self.http_port),
@@ -172,6 +201,9 @@ class BenchStack:
         self.say(f"database {self.database}, namespace {self.namespace}")
         await migrate(self.settings.database_url)
         await self._make_token()
+        self._users_made = True  # from here on, close() removes whatever was made
+        self.roles = await provision_local_roles(self.settings, "bench")
+        self.say(f"RabbitMQ users {self.namespace}.<role>, .worker.bench, .client.bench made")
         for name in SERVICES:
             await self._spawn(name, "service", name)
         await self._wait_gateway()
@@ -260,9 +292,24 @@ class BenchStack:
                 proc.process.kill()
                 await proc.process.wait()
             proc.log.close()
-        await self._delete_namespace()
-        await self._drop_database()
-        self.say(f"dropped {self.database}, deleted namespace {self.namespace}")
+        # Every step of the clean-up is tried; the first failure is raised after them all.
+        failure: BaseException | None = None
+        for step in (self._delete_namespace, self._remove_users, self._drop_database):
+            try:
+                await step()
+            except Exception as error:  # reported, then the first one raised below
+                self.say(f"clean-up {step.__name__} failed: {error!r}")
+                failure = failure or error
+        if failure is not None:
+            raise failure
+        self.say(f"dropped {self.database}, deleted namespace {self.namespace} and its users")
+
+    async def _remove_users(self) -> None:
+        """Delete the namespace's RabbitMQ users and queue policy (management API)."""
+        if not self._users_made:
+            return
+        async with BrokerAdmin.from_settings(self.settings) as admin:
+            await remove_namespace(admin, self.topology)
 
     async def _delete_namespace(self) -> None:
         t = self.topology

@@ -49,7 +49,7 @@ async def _publish_starts(
     stack: BenchStack, workflow: str, items: Sequence[tuple[str, Any]]
 ) -> None:
     """Every start at once: persistent, confirmed AMQP commands, pipelined on one channel."""
-    async with AmqpClient(stack.settings) as amqp:
+    async with AmqpClient(stack.client_settings) as amqp:
         await asyncio.gather(
             *(amqp.publish_start(workflow, inp, execution_id=eid) for eid, inp in items)
         )
@@ -342,7 +342,7 @@ async def w4(stack: BenchStack, counters: Counters, say: Say, n: int) -> dict[st
     before = await counters.snapshot()
     say(f"  W4: signalling all {n} (AMQP publish_signal)")
     t1 = time.time()
-    async with AmqpClient(stack.settings) as amqp:
+    async with AmqpClient(stack.client_settings) as amqp:
         await asyncio.gather(
             *(amqp.publish_signal(f"w4-{i}", "go", {"value": i}) for i in range(n))
         )

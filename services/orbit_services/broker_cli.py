@@ -32,6 +32,8 @@ user_app = typer.Typer(
 )
 broker_app.add_typer(user_app)
 
+MIN_PASSWORD_LENGTH = 16
+"""The shortest password taken from the environment (a generated one has 32 characters)."""
 PASSWORD_VARIABLE = "ORBIT_BROKER_PASSWORD_{}"
 """Where ``setup`` finds a service user's password to set (``…_HTTP_ADAPTER``)."""
 
@@ -80,7 +82,7 @@ def setup_command(
     one that exists keeps its own. ORBIT_BROKER_PASSWORD_<ROLE> (GATEWAY, DECIDER,
     DISPATCHER, TIMER, HTTP_ADAPTER) sets a role's password instead.
     """
-    from orbit_model.broker_roles import SERVICE_ROLES, Role  # noqa: PLC0415
+    from orbit_model.broker_roles import SERVICE_ROLES, Role, user_name  # noqa: PLC0415
     from orbit_model.topology import Topology  # noqa: PLC0415
     from orbit_services.broker_setup import setup  # noqa: PLC0415
 
@@ -100,12 +102,17 @@ def setup_command(
         _print_commands(settings, topology, given)
         return
 
+    generated = {user_name(settings.namespace, role) for role in SERVICE_ROLES if role not in given}
+
     async def work(admin: BrokerAdmin) -> None:
         result = await setup(admin, topology, given, rotating)
         for name in result.kept:
             _note(f"{name}: exists, password kept")
         for name, password in result.passwords.items():
-            print(f"{name} {password}")
+            if name in generated:
+                print(f"{name} {password}")
+            else:
+                _note(f"{name}: password set from the environment")
         _note(
             f"the users of namespace {settings.namespace!r} and the policy"
             f" {topology.namespace}.queues are set up on vhost {admin.vhost!r}"
@@ -145,38 +152,68 @@ def add_command(
     url: Annotated[
         bool, typer.Option("--url", help="Print the whole ORBIT_AMQP_URL, not the password.")
     ] = False,
+    password_env: Annotated[
+        str | None,
+        typer.Option(
+            "--password-env",
+            help="Set the password held by this environment variable (and print nothing).",
+        ),
+    ] = None,
 ) -> None:
     """Make a worker or client user NS.ROLE.NAME and print its new password once.
 
     Run again for a user that exists, it gets a new password (and the permissions given).
     """
-    from orbit_model.broker_roles import NAMED_ROLES, Role  # noqa: PLC0415
+    from orbit_model.broker_roles import Role  # noqa: PLC0415
     from orbit_model.topology import Topology  # noqa: PLC0415
     from orbit_services.broker_setup import add_user, with_login  # noqa: PLC0415
 
     settings = _settings()
-    if role not in NAMED_ROLES:
-        _note(f"--role is one of: {', '.join(NAMED_ROLES)}")
-        raise typer.Exit(2)
+    chosen = _named_role(role)
     topology = Topology(settings.namespace, settings.decider_partitions)
-    chosen = Role(role)
     patterns = [part.strip() for value in tasks or () for part in value.split(",") if part]
     if chosen is Role.WORKER and not patterns:
         _note("a worker user needs --tasks (a name or a pattern such as 'payments.*')")
         raise typer.Exit(2)
+    given = None if password_env is None else _password_in(password_env)
 
     async def work(admin: BrokerAdmin) -> None:
         try:
             user, password = await add_user(
-                admin, topology, chosen, name, tasks=patterns if chosen is Role.WORKER else ()
+                admin,
+                topology,
+                chosen,
+                name,
+                tasks=patterns if chosen is Role.WORKER else (),
+                password=given,
             )
         except ValueError as error:
             _note(str(error))
             raise typer.Exit(2) from None
+        if given is not None:
+            _note(f"{user} may log in with the password of ${password_env}")
+            return
         _note(f"{user} may log in; its password is shown this once")
         print(with_login(settings.amqp_url, user, password) if url else password)
 
     _with_admin(settings, work)
+
+
+def _named_role(role: str) -> Role:
+    from orbit_model.broker_roles import NAMED_ROLES, Role  # noqa: PLC0415
+
+    if role not in NAMED_ROLES:
+        _note(f"--role is one of: {', '.join(NAMED_ROLES)}")
+        raise typer.Exit(2)
+    return Role(role)
+
+
+def _password_in(variable: str) -> str:
+    password = os.environ.get(variable, "")
+    if len(password) < MIN_PASSWORD_LENGTH:
+        _note(f"${variable} must hold a password of {MIN_PASSWORD_LENGTH}+ characters")
+        raise typer.Exit(2)
+    return password
 
 
 @user_app.command("delete")
@@ -185,20 +222,20 @@ def delete_command(
     role: Annotated[str, typer.Option("--role", help="worker or client.")],
 ) -> None:
     """Delete the worker or client user NS.ROLE.NAME: it can log in no more."""
-    from orbit_model.broker_roles import NAMED_ROLES, Role, user_name  # noqa: PLC0415
+    from orbit_model.broker_roles import user_name  # noqa: PLC0415
 
     settings = _settings()
-    if role not in NAMED_ROLES:
-        _note(f"--role is one of: {', '.join(NAMED_ROLES)}")
-        raise typer.Exit(2)
+    chosen = _named_role(role)
     try:
-        user = user_name(settings.namespace, Role(role), name)
+        user = user_name(settings.namespace, chosen, name)
     except ValueError as error:
         _note(str(error))
         raise typer.Exit(2) from None
 
     async def work(admin: BrokerAdmin) -> None:
-        await admin.delete_user(user)
+        if not await admin.delete_user(user):
+            _note(f"there is no user {user}")
+            raise typer.Exit(1)
         _note(f"{user} deleted")
 
     _with_admin(settings, work)

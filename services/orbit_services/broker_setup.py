@@ -108,7 +108,8 @@ class BrokerAdmin:
     async def __aexit__(self, *_exc: object) -> None:
         await self.close()
 
-    async def _call(self, method: str, path: str, body: Any = None) -> Any:
+    async def _call(self, method: str, path: str, body: Any = None, missing: Any = None) -> Any:
+        """The API's answer; ``missing`` for a GET or DELETE of something that is not there."""
         url = f"{self.base}/{path}"
         try:
             response = await self._http.request(method, url, json=body)
@@ -120,7 +121,7 @@ class BrokerAdmin:
                 " `orbit broker setup --print` and run the commands it prints",
             ) from error
         if response.status_code == 404 and method in ("GET", "DELETE"):
-            return None
+            return missing
         if response.status_code in (401, 403):
             raise OrbitError(
                 ErrorCode.PERMISSION_DENIED,
@@ -145,8 +146,11 @@ class BrokerAdmin:
     async def put_user(self, name: str, password: str) -> None:
         await self._call("PUT", f"users/{quote(name, safe='')}", {"password": password, "tags": ""})
 
-    async def delete_user(self, name: str) -> None:
-        await self._call("DELETE", f"users/{quote(name, safe='')}")
+    async def delete_user(self, name: str) -> bool:
+        """Delete the user ``name``; whether it existed."""
+        return (
+            await self._call("DELETE", f"users/{quote(name, safe='')}", missing=False) is not False
+        )
 
     async def set_permissions(self, name: str, allowed: Permissions) -> None:
         body = {"configure": allowed.configure, "write": allowed.write, "read": allowed.read}
