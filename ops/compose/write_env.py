@@ -2,15 +2,25 @@
 
     python3 ops/compose/write_env.py          # or: make compose-secrets
 
-compose.yaml refuses to start without ``POSTGRES_PASSWORD``,
-``RABBITMQ_PASSWORD`` and ``ORBIT_ADMIN_TOKEN``, so that no installation runs
-with a well-known password. This draws each one that ``.env`` does not hold
-yet (URL-safe: the passwords go into ``ORBIT_DATABASE_URL`` and
-``ORBIT_AMQP_URL``), keeps the others, and writes the file readable by its
-owner only. The passwords take effect when the volumes are first created;
-the token is registered (by digest) by the ``admin-token`` container at every
-start, and the ``orbit`` commands inside the stack use it. Standard library
-only: it runs before anything is installed.
+compose.yaml refuses to start without any of them, so that no installation
+runs with a well-known password:
+
+- ``POSTGRES_PASSWORD`` and ``RABBITMQ_PASSWORD``: the administrators' (the
+  ``postgres`` user; the RabbitMQ user ``orbit``, which only the one-shot
+  ``broker-*`` containers log in as). They take effect when their volume is
+  first created.
+- ``RABBITMQ_<ROLE>_PASSWORD``: one RabbitMQ user per role (GATEWAY, DECIDER,
+  DISPATCHER, TIMER, HTTP_ADAPTER: ``orbit.gateway``, ...; WORKER: the
+  examples' worker ``orbit.worker.examples``; CLIENT: ``orbit.client.examples``).
+  The ``broker-*`` containers set them at every start, so a new value takes
+  effect at the next ``docker compose up -d``.
+- ``ORBIT_ADMIN_TOKEN``: registered (by digest) by the ``admin-token``
+  container at every start; the ``orbit`` commands inside the stack use it.
+
+This draws each one that ``.env`` does not hold yet (the passwords URL-safe:
+they go into ``ORBIT_DATABASE_URL`` and ``ORBIT_AMQP_URL`` as they are),
+keeps the others, and writes the file readable by its owner only. Standard
+library only: it runs before anything is installed.
 """
 
 from __future__ import annotations
@@ -20,10 +30,19 @@ import secrets
 import sys
 from pathlib import Path
 
+
+def _password() -> str:
+    return secrets.token_urlsafe(24)
+
+
+# The RabbitMQ users of compose.yaml, one per role (RABBITMQ_<ROLE>_PASSWORD).
+BROKER_ROLES = ("GATEWAY", "DECIDER", "DISPATCHER", "TIMER", "HTTP_ADAPTER", "WORKER", "CLIENT")
+
 DRAWN = {
-    "POSTGRES_PASSWORD": lambda: secrets.token_urlsafe(24),
-    "RABBITMQ_PASSWORD": lambda: secrets.token_urlsafe(24),
+    "POSTGRES_PASSWORD": _password,
+    "RABBITMQ_PASSWORD": _password,
     "ORBIT_ADMIN_TOKEN": lambda: "orbit_" + secrets.token_urlsafe(32),
+    **{f"RABBITMQ_{role}_PASSWORD": _password for role in BROKER_ROLES},
 }
 
 

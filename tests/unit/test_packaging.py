@@ -30,10 +30,12 @@ from packaging.version import Version
 from typer.testing import CliRunner
 
 from orbit_model import compile_definition
+from orbit_model.broker_roles import SERVICE_ROLES, Role, user_name
 from orbit_model.inputs import start_execution
 from orbit_model.names import EXECUTION_ID
 from orbit_sdk.cli.app import build_app
 from orbit_sdk.worker import Worker
+from orbit_services.broker_cli import MIN_PASSWORD_LENGTH, PASSWORD_VARIABLE
 from orbit_services.runner import SERVICES
 from orbit_services.runtime.settings import Settings, SettingsError, load_settings
 
@@ -47,13 +49,35 @@ PREFIX = str(Settings.model_config.get("env_prefix", ""))
 SETTING_NAMES = {PREFIX + name.upper() for name in Settings.model_fields}
 # Read by the orbit command line, not by the services' settings.
 CLIENT_VARIABLES = {"ORBIT_URL", "ORBIT_TOKEN", "ORBIT_CREDENTIALS"}
+# The password of each role's RabbitMQ user (RABBITMQ_PASSWORD is the administrator's).
+BROKER_SECRETS = {
+    Role.GATEWAY: "RABBITMQ_GATEWAY_PASSWORD",
+    Role.DECIDER: "RABBITMQ_DECIDER_PASSWORD",
+    Role.DISPATCHER: "RABBITMQ_DISPATCHER_PASSWORD",
+    Role.TIMER: "RABBITMQ_TIMER_PASSWORD",
+    Role.HTTP_ADAPTER: "RABBITMQ_HTTP_ADAPTER_PASSWORD",
+    Role.WORKER: "RABBITMQ_WORKER_PASSWORD",
+    Role.CLIENT: "RABBITMQ_CLIENT_PASSWORD",
+}
 # compose.yaml has no default for a secret: `make compose-secrets` draws each.
-SECRETS = {"POSTGRES_PASSWORD", "RABBITMQ_PASSWORD", "ORBIT_ADMIN_TOKEN"}
+SECRETS = {"POSTGRES_PASSWORD", "RABBITMQ_PASSWORD", "ORBIT_ADMIN_TOKEN", *BROKER_SECRETS.values()}
 SECRET_VALUES = {
     "POSTGRES_PASSWORD": "pg-secret",
     "RABBITMQ_PASSWORD": "mq-secret",
     "ORBIT_ADMIN_TOKEN": "orbit_" + "t" * 43,
+    # A value of its own each (so a service with another's password fails), long
+    # enough for `orbit broker user add --password-env`.
+    **{secret: f"mq-{role.name.lower()}-" + "p" * 16 for role, secret in BROKER_SECRETS.items()},
 }
+# What `orbit broker setup` reads: the password of each service role's user.
+BROKER_PASSWORD_VARIABLES = {
+    role: PASSWORD_VARIABLE.format(role.upper().replace("-", "_")) for role in SERVICE_ROLES
+}
+# The RabbitMQ user (NS.worker.NAME) each worker of the stack logs in as.
+WORKER_USERS = {"examples.workers:worker": "examples"}
+# Which commands use the database, and which the broker: a container gets no other URL.
+USES_DATABASE = {"migrate", "token", "service"}
+USES_BROKER = {"service", "worker", "broker"}
 
 
 # -- reading compose.yaml ----------------------------------------------------------
@@ -355,7 +379,9 @@ def ignored(path: str) -> bool:
 
 
 def test_compose_has_the_infrastructure_and_the_one_shots() -> None:
-    assert {"postgres", "rabbitmq", "migrate", "example-worker", "demo"} <= set(services())
+    assert {"postgres", "rabbitmq", "migrate", "broker-setup", "example-worker", "demo"} <= set(
+        services()
+    )
     assert services()["postgres"]["image"].startswith("postgres:15")
     assert services()["rabbitmq"]["image"].startswith("rabbitmq:3.13")
     assert command_of(services()["migrate"]) == ["migrate"]
@@ -430,8 +456,12 @@ def test_the_settings_prefix_is_the_one_compose_uses() -> None:
 
 @pytest.mark.parametrize("name", collected(services))
 def test_orbit_variables_are_real_settings(name: str) -> None:
-    names = {key for key in environment_of(services()[name]) if key.startswith(PREFIX)}
-    unknown = names - SETTING_NAMES - CLIENT_VARIABLES
+    spec = services()[name]
+    names = {key for key in environment_of(spec) if key.startswith(PREFIX)}
+    known = SETTING_NAMES | CLIENT_VARIABLES
+    if command_of(spec)[:2] == ["broker", "setup"]:
+        known |= set(BROKER_PASSWORD_VARIABLES.values())  # the passwords it sets
+    unknown = names - known
     assert not unknown, f"{name}: not Orbit settings: {sorted(unknown)}"
 
 
@@ -440,33 +470,114 @@ def test_the_image_sets_only_real_settings() -> None:
     assert not names - SETTING_NAMES, sorted(names - SETTING_NAMES)
 
 
+def broker_login(command: list[str], namespace: str) -> tuple[str, str]:
+    """The RabbitMQ user and password a container running ``orbit COMMAND`` must log in with."""
+    if command[0] == "broker":  # makes the users: RabbitMQ's administrator
+        rabbitmq_env = environment_of(services()["rabbitmq"])
+        return (
+            rabbitmq_env.get("RABBITMQ_DEFAULT_USER", "guest"),
+            rabbitmq_env.get("RABBITMQ_DEFAULT_PASS", "guest"),
+        )
+    if command[0] == "service":  # NS.ROLE, made by `orbit broker setup`
+        role = Role(command[1])
+        return user_name(namespace, role), SECRET_VALUES[BROKER_SECRETS[role]]
+    if command[0] == "worker":  # NS.worker.NAME, made by `orbit broker user add`
+        assert command[1] in WORKER_USERS, f"which RabbitMQ user is the worker {command[1]}?"
+        label = WORKER_USERS[command[1]]
+        return user_name(namespace, Role.WORKER, label), SECRET_VALUES[BROKER_SECRETS[Role.WORKER]]
+    raise AssertionError(f"`orbit {command[0]}` does not use the broker")
+
+
 @pytest.mark.parametrize("name", collected(orbit_containers))
 def test_each_container_starts_with_valid_settings_of_this_stack(
     name: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     spec = orbit_containers()[name]
+    command = command_of(spec)
+    environment = environment_of(spec)
     settings = settings_of(spec, monkeypatch)
-    if not {key for key in environment_of(spec) if key.startswith(PREFIX)} - CLIENT_VARIABLES:
+    if not {key for key in environment if key.startswith(PREFIX)} - CLIENT_VARIABLES:
         # Only the client commands go without settings: they take the gateway's --url.
-        assert command_of(spec)[0] in {"deploy", "start"}, name
+        assert command[0] in {"deploy", "start"}, name
         return
 
-    database = urlsplit(settings.database_url)
-    postgres = services()[database.hostname or ""]
-    assert postgres["image"].startswith("postgres:"), database.hostname
-    assert (database.port or 5432) == 5432
-    postgres_env = environment_of(postgres)
-    assert database.username == postgres_env.get("POSTGRES_USER", "postgres")
-    if postgres_env.get("POSTGRES_HOST_AUTH_METHOD") != "trust":
-        assert database.password == postgres_env["POSTGRES_PASSWORD"]
+    # Each URL where it is used, and only there.
+    has_database = "ORBIT_DATABASE_URL" in environment
+    assert has_database == (command[0] in USES_DATABASE), f"{name}: ORBIT_DATABASE_URL"
+    has_broker = "ORBIT_AMQP_URL" in environment
+    assert has_broker == (command[0] in USES_BROKER), f"{name}: ORBIT_AMQP_URL"
+    if command[0] != "broker":
+        admin_password = SECRET_VALUES["RABBITMQ_PASSWORD"]
+        assert not any(admin_password in value for value in environment.values()), (
+            f"{name} gets RabbitMQ's administrator password"
+        )
 
-    broker = urlsplit(settings.amqp_url)
-    rabbitmq = services()[broker.hostname or ""]
-    assert rabbitmq["image"].startswith("rabbitmq:"), broker.hostname
-    assert (broker.port or 5672) == 5672
-    rabbitmq_env = environment_of(rabbitmq)
-    assert broker.username == rabbitmq_env.get("RABBITMQ_DEFAULT_USER", "guest")
-    assert broker.password == rabbitmq_env.get("RABBITMQ_DEFAULT_PASS", "guest")
+    if has_database:
+        database = urlsplit(settings.database_url)
+        postgres = services()[database.hostname or ""]
+        assert postgres["image"].startswith("postgres:"), database.hostname
+        assert (database.port or 5432) == 5432
+        postgres_env = environment_of(postgres)
+        assert database.username == postgres_env.get("POSTGRES_USER", "postgres")
+        if postgres_env.get("POSTGRES_HOST_AUTH_METHOD") != "trust":
+            assert database.password == postgres_env["POSTGRES_PASSWORD"]
+
+    if has_broker:
+        broker = urlsplit(settings.amqp_url)
+        rabbitmq = services()[broker.hostname or ""]
+        assert rabbitmq["image"].startswith("rabbitmq:"), broker.hostname
+        assert (broker.port or 5672) == 5672
+        user, password = broker_login(command, settings.namespace)
+        assert broker.username == user, f"{name} logs in as {broker.username}, not {user}"
+        assert broker.password == password, f"{name}: not the password of {user}"
+        if command[0] == "broker":
+            # `orbit broker` works through the management API, as the administrator.
+            assert rabbitmq["image"].endswith("-management"), rabbitmq["image"]
+            admin = urlsplit(settings.broker_admin_url or f"http://{broker.netloc}")
+            assert admin.hostname == broker.hostname
+            assert (admin.port or 15672) == 15672
+            assert (admin.username, admin.password) == (user, password)
+        else:
+            # Consumers check who sent each message by its user's role.
+            assert settings.broker_auth == "roles", name
+
+
+def test_the_broker_one_shots_make_the_users_the_containers_log_in_as(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    setups = [
+        name
+        for name, spec in orbit_containers().items()
+        if command_of(spec)[:2] == ["broker", "setup"]
+    ]
+    assert setups == ["broker-setup"]
+    setup_env = environment_of(services()["broker-setup"])
+    for role, variable in BROKER_PASSWORD_VARIABLES.items():
+        # Without it, setup would draw a password no container knows.
+        assert setup_env.get(variable) == SECRET_VALUES[BROKER_SECRETS[role]], variable
+
+    made: dict[str, str] = {}  # user: the container that makes it
+    for name, spec in orbit_containers().items():
+        command = command_of(spec)
+        if command[:3] != ["broker", "user", "add"]:
+            continue
+        params = orbit_command(command).params
+        role = Role(params["role"])
+        variable = params["password_env"]
+        assert variable, f"{name}: --password-env, or the password is drawn and only logged"
+        assert environment_of(spec).get(variable) == SECRET_VALUES[BROKER_SECRETS[role]], name
+        namespace = settings_of(spec, monkeypatch).namespace
+        made[user_name(namespace, role, params["name"])] = name
+        assert depends_on(spec).get("broker-setup") == "service_completed_successfully", name
+    made_roles = {Role(user.split(".")[1]) for user in made}
+    assert made_roles == {Role.WORKER, Role.CLIENT}, made
+
+    for name in long_running():
+        spec = services()[name]
+        user = urlsplit(settings_of(spec, monkeypatch).amqp_url).username or ""
+        maker = made.get(user, "broker-setup")
+        # A service or worker started before its user exists cannot log in.
+        assert depends_on(spec).get(maker) == "service_completed_successfully", (name, maker)
 
 
 def test_interpolation_takes_defaults_and_refuses_variables_without_one() -> None:
@@ -501,8 +612,8 @@ def test_clients_reach_the_gateway_where_it_listens(monkeypatch: pytest.MonkeyPa
     clients = 0
     for name, spec in orbit_containers().items():
         url = orbit_command(command_of(spec)).params.get("url")
-        if url is None:
-            continue
+        if not isinstance(url, str):
+            continue  # no --url, or `orbit broker user add`'s flag (print the AMQP URL)
         clients += 1
         assert urlsplit(url).hostname in gateways, f"{name}: {url}"
         assert urlsplit(url).port == port, f"{name}: {url}"
@@ -639,6 +750,11 @@ def test_the_secrets_have_no_default_and_make_compose_secrets_draws_each() -> No
     assert not re.search(r"PASSWORD:-|ADMIN_TOKEN:-", text)
     write_env = runpy.run_path(str(ROOT / "ops" / "compose" / "write_env.py"))
     assert set(write_env["DRAWN"]) == SECRETS
+    for name, draw in write_env["DRAWN"].items():
+        drawn = draw()
+        # As they are, in ORBIT_DATABASE_URL, ORBIT_AMQP_URL and `--password-env`.
+        assert re.fullmatch(r"[A-Za-z0-9_-]+", drawn), name
+        assert len(drawn) >= MIN_PASSWORD_LENGTH, name
 
 
 def test_the_clients_of_the_stack_use_the_admin_token_it_registers() -> None:
