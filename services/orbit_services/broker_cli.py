@@ -39,13 +39,9 @@ PASSWORD_VARIABLE = "ORBIT_BROKER_PASSWORD_{}"
 
 
 def _settings() -> Settings:
-    from orbit_services.runtime.settings import SettingsError, load_settings  # noqa: PLC0415
+    from orbit_services.cli import server_settings  # noqa: PLC0415
 
-    try:
-        return load_settings()
-    except SettingsError as error:
-        sys.stderr.write(f"{error.message}\n")
-        raise typer.Exit(2) from None
+    return server_settings()
 
 
 def _with_admin(settings: Settings, work: Any) -> Any:
@@ -88,11 +84,10 @@ def setup_command(
 
     settings = _settings()
     topology = Topology(settings.namespace, settings.decider_partitions)
-    try:
-        rotating = [Role(name) for name in rotate or ()]
-    except ValueError:
+    rotating = [Role(name) for name in rotate or () if name in SERVICE_ROLES]
+    if len(rotating) != len(rotate or ()):
         _note(f"--rotate takes a service role: {', '.join(SERVICE_ROLES)}")
-        raise typer.Exit(2) from None
+        raise typer.Exit(2)
     given = {
         role: os.environ[variable]
         for role in SERVICE_ROLES

@@ -30,7 +30,8 @@ def register(app: typer.Typer) -> None:
     app.add_typer(broker_app)
 
 
-def _settings() -> Settings:
+def server_settings() -> Settings:
+    """The services' settings; a bad one is printed and exits 2 (every server command)."""
     from orbit_services.runtime.settings import SettingsError, load_settings  # noqa: PLC0415
 
     try:
@@ -53,7 +54,7 @@ def migrate() -> None:
     from orbit_sdk.cli.common import run  # noqa: PLC0415
     from orbit_services.store.migrate import migrate as run_migrations  # noqa: PLC0415
 
-    settings = _settings()
+    settings = server_settings()
 
     async def apply() -> None:
         applied = await run_migrations(settings.database_url, progress=_progress)
@@ -77,7 +78,7 @@ def service(
     from orbit_sdk.logs import configure_logging  # noqa: PLC0415
     from orbit_services.runner import build  # noqa: PLC0415
 
-    settings = _settings()
+    settings = server_settings()
     configure_logging("+".join(names), settings.log_level, settings.log_format)
     try:
         services = build(names, settings)
@@ -100,7 +101,7 @@ def dev(
     from orbit_sdk.logs import configure_logging  # noqa: PLC0415
     from orbit_services.dev import run_dev  # noqa: PLC0415
 
-    settings = _settings()
+    settings = server_settings()
     configure_logging("dev", "WARNING" if demo else settings.log_level, settings.log_format)
     if demo and not (examples / "workers.py").is_file():
         sys.stderr.write(
