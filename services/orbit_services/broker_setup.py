@@ -14,6 +14,7 @@ with fresh passwords.
 
 from __future__ import annotations
 
+import json
 import secrets
 import shlex
 from collections.abc import Iterable, Mapping, Sequence
@@ -54,12 +55,15 @@ def vhost_of(amqp_url: str) -> str:
 def with_login(amqp_url: str, user: str, password: str) -> str:
     """``amqp_url`` logging in as ``user`` with ``password`` instead."""
     parts = urlsplit(amqp_url)
-    host = parts.hostname or "localhost"
-    if ":" in host:
-        host = f"[{host}]"
     port = f":{parts.port}" if parts.port else ""
     login = f"{quote(user, safe='')}:{quote(password, safe='')}"
-    return urlunsplit(parts._replace(netloc=f"{login}@{host}{port}"))
+    return urlunsplit(parts._replace(netloc=f"{login}@{_host(amqp_url)}{port}"))
+
+
+def _host(url: str) -> str:
+    """The host of ``url`` as it stands in a URL (an IPv6 address in brackets)."""
+    host = urlsplit(url).hostname or "localhost"
+    return f"[{host}]" if ":" in host else host
 
 
 def management_url(settings: Settings) -> str:
@@ -69,9 +73,7 @@ def management_url(settings: Settings) -> str:
         return settings.broker_admin_url
     parts = urlsplit(settings.amqp_url)
     scheme, port = ("https", 15671) if parts.scheme == "amqps" else ("http", 15672)
-    host = parts.hostname or "localhost"
-    if ":" in host:
-        host = f"[{host}]"
+    host = _host(settings.amqp_url)
     login = f"{parts.username or 'guest'}:{parts.password or 'guest'}"
     return f"{scheme}://{login}@{host}:{port}"
 
@@ -277,17 +279,11 @@ def rabbitmqctl_commands(topology: Topology, vhost: str, passwords: Mapping[str,
                 str(policy["priority"]),
                 policy_name(topology),
                 policy["pattern"],
-                _json(policy["definition"]),
+                json.dumps(policy["definition"], separators=(",", ":")),
             ]
         )
     )
     return lines
-
-
-def _json(value: Any) -> str:
-    import json  # noqa: PLC0415
-
-    return json.dumps(value, separators=(",", ":"))
 
 
 @dataclass(frozen=True)
