@@ -103,6 +103,10 @@ async def _drop(server_url: str, name: str) -> None:
         await admin.close()
 
 
+MAX_TEST_PARTITIONS = 64
+"""The most decider partitions any test runs with."""
+
+
 @dataclass(frozen=True)
 class OrbitEnv:
     """One test's Orbit installation: its settings, database and namespace."""
@@ -118,7 +122,10 @@ async def _delete_namespace(amqp_url: str, topology: Topology, task_queues: list
     connection = await aio_pika.connect(amqp_url)
     try:
         channel = await connection.channel()
-        for queue in (*topology.fixed_queues(), *task_queues):
+        # A test may run its deciders with more partitions than the installation's
+        # default: delete as many as any test uses (deleting a missing queue is a no-op).
+        partitions = [topology.decider_queue(p) for p in range(MAX_TEST_PARTITIONS)]
+        for queue in (*topology.fixed_queues(), *partitions, *task_queues):
             await channel.queue_delete(queue)
         for exchange in topology.exchanges():
             await channel.exchange_delete(exchange)

@@ -36,8 +36,9 @@ class ClientSettings(BaseSettings):
     amqp_url: str = "amqp://guest:guest@127.0.0.1:5672/"
     namespace: str = Field("orbit", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     """Prefix of every exchange and queue, so installations can share a broker."""
-    decider_partitions: int = Field(4, ge=1, le=256)
-    """Partition queues of the decider; fixed for the life of an installation."""
+    decider_partitions: int = Field(32, ge=1, le=1024)
+    """Partition queues of the decider: at most this many deciders share the work.
+    Fixed for the life of an installation (docs/scaling.md says how to choose it)."""
     session_timeout_ms: int = Field(30_000, ge=100)
     heartbeat_interval_ms: int = Field(5_000, ge=10)
     otlp_endpoint: str | None = None

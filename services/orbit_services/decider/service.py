@@ -1,5 +1,9 @@
 """The decider service: consumes its partitions of the decider queue and commits decisions.
 
+Which partitions are its own, the leases in Postgres say
+(:mod:`orbit_services.decider.partitions`): the deciders of an installation
+share them evenly, and take over those of one that stops or dies.
+
 Messages are collected as they arrive (up to ``ORBIT_DECIDER_BATCH_SIZE``),
 decided together and committed in one transaction, then acked; the outbox
 rows of the batch are published right after. A message that is not a
@@ -16,18 +20,29 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import socket
+import uuid
 from dataclasses import dataclass
 
-from aio_pika.abc import AbstractChannel, AbstractIncomingMessage, AbstractRobustConnection
+from aio_pika.abc import (
+    AbstractChannel,
+    AbstractIncomingMessage,
+    AbstractQueue,
+    AbstractRobustConnection,
+    ConsumerTag,
+)
 
 from orbit_model.broker_roles import Role
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.messages import DeciderInput, MalformedMessage, decode_decider_input
 from orbit_model.topology import Topology
-from orbit_sdk.amqp import Publisher, connect, open_channel
+from orbit_sdk.amqp import Publisher, connect, open_channel, translated
 from orbit_sdk.logs import LogThrottle
 from orbit_services.decider.deciding import Committed, Deciding
+from orbit_services.decider.partitions import LeaseTimes, PartitionLeases
 from orbit_services.decider.spans import SpanRecorder
+from orbit_services.runtime import metrics
 from orbit_services.runtime.broker import TaskQueues, consume, declare_topology, give_back, park
 from orbit_services.runtime.metrics import MetricsEndpoint
 from orbit_services.runtime.senders import Senders, check_identity
@@ -64,6 +79,19 @@ class _Stopping(OrbitError):
 class _Received:
     message: AbstractIncomingMessage
     input: DeciderInput
+    partition: int
+    """The partition queue it came from."""
+
+
+def _partition_of(message: AbstractIncomingMessage) -> int | None:
+    # Each partition queue is bound by its number, so the routing key names it.
+    key = message.routing_key or ""
+    return int(key) if key.isdigit() else None
+
+
+def new_decider_id() -> str:
+    """A decider's id: where it runs, and enough randomness that a restart is a new one."""
+    return f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
 
 
 class DeciderService:
@@ -78,7 +106,13 @@ class DeciderService:
         )
         """Committed batches waiting to be published and acked, in commit order."""
         self._tasks: list[asyncio.Task[None]] = []
-        self._consumers: list[tuple[object, str]] = []
+        self.decider_id = settings.decider_id or new_decider_id()
+        self._queues: dict[int, AbstractQueue] = {}
+        self._consumers: dict[int, ConsumerTag] = {}
+        """The partitions consumed now, with their consumer tags."""
+        self._consuming: AbstractChannel | None = None
+        self._leases: PartitionLeases | None = None
+        self._beats: asyncio.Task[None] | None = None
         self._connection: AbstractRobustConnection | None = None
         self._store: EventStore | None = None
         self._deciding: Deciding | None = None
@@ -114,19 +148,86 @@ class DeciderService:
             spans=self._spans,
             task_queues=TaskQueues(declaring, self.topology),
         )
-        consuming = await open_channel(self._connection, prefetch=settings.decider_batch_size)
+        self._consuming = await open_channel(self._connection, prefetch=settings.decider_batch_size)
         self._tasks = [
             asyncio.create_task(self._decide_forever(), name="decider.batches"),
             asyncio.create_task(self._settle_forever(), name="decider.settle"),
             asyncio.create_task(self._relay.run_sweeper(), name="decider.outbox"),
         ]
-        await self._consume(consuming)
+        self._leases = PartitionLeases(
+            self._store.leases,
+            self.decider_id,
+            self.topology.partitions,
+            LeaseTimes(settings.decider_lease_ms / 1000),
+            take=self._take,
+            give_up=self._give_up,
+        )
+        await self._leases.start()
+        self._beats = asyncio.create_task(self._leases.run(), name="decider.leases")
         self._metrics.start()
+        log.info(
+            "decider %s consumes partitions %s",
+            self.decider_id,
+            sorted(self._consumers),
+            extra={"action": "decider.started"},
+        )
 
-    async def _consume(self, channel: AbstractChannel) -> None:
-        for partition in range(self.topology.partitions):
-            name = self.topology.decider_queue(partition)
-            self._consumers.append(await consume(channel, name, self._on_message))
+    @property
+    def partitions(self) -> frozenset[int]:
+        """The partitions this decider consumes now."""
+        return frozenset(self._consumers)
+
+    async def _take(self, partition: int) -> None:
+        """Consume ``partition``, from the history: no state cached before is trusted.
+
+        Raises:
+            OrbitError: ``UNAVAILABLE`` if RabbitMQ is away (tried again at the next beat).
+        """
+        assert self._consuming is not None
+        self._drop_states({partition})
+        queue = self._queues.get(partition)
+        if queue is None:
+            queue, tag = await consume(
+                self._consuming, self.topology.decider_queue(partition), self._on_message
+            )
+            self._queues[partition] = queue
+        else:
+            with translated(f"consuming partition {partition}"):
+                tag = await queue.consume(self._on_message)
+        self._consumers[partition] = tag
+        metrics.DECIDER_PARTITIONS.set(len(self._consumers))
+
+    async def _give_up(self, partitions: frozenset[int]) -> None:
+        """Stop consuming ``partitions``: cancel their consumers, let the batch in hand
+        finish and be settled, give back what was received of them and not decided,
+        and drop their cached states. Never raises."""
+        for partition in partitions:
+            tag = self._consumers.pop(partition, None)
+            if tag is not None:
+                with contextlib.suppress(Exception):  # a closed channel consumes nothing
+                    await self._queues[partition].cancel(tag)
+        metrics.DECIDER_PARTITIONS.set(len(self._consumers))
+        async with self._busy:
+            kept: list[_Received] = []
+            while not self._inbox.empty():
+                received = self._inbox.get_nowait()
+                if received.partition in partitions:
+                    await _requeue(received)
+                else:
+                    kept.append(received)
+            for received in kept:
+                self._inbox.put_nowait(received)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(_SETTLE_TIMEOUT):
+                    await self._committed.join()
+            self._drop_states(partitions)
+
+    def _drop_states(self, partitions: set[int] | frozenset[int]) -> None:
+        if self._deciding is not None:
+            partition_of = self.topology.partition_of
+            self._deciding.states.drop_where(
+                lambda execution_id: partition_of(execution_id) in partitions
+            )
 
     def _reconnected(self, _connection: object) -> None:
         log.warning(
@@ -146,7 +247,11 @@ class DeciderService:
             with contextlib.suppress(Exception):  # if unsettled, it is refused again
                 await message.ack()
             return
-        await self._inbox.put(_Received(message, decoded))
+        received = _Received(message, decoded, _partition_of(message) or 0)
+        if received.partition not in self._consumers:
+            await _requeue(received)  # delivered as the partition was given up
+            return
+        await self._inbox.put(received)
 
     async def _decide_forever(self) -> None:
         while True:
@@ -154,6 +259,9 @@ class DeciderService:
             async with self._busy:
                 while len(batch) < self.settings.decider_batch_size and not self._inbox.empty():
                     batch.append(self._inbox.get_nowait())
+                batch = await self._mine(batch)
+                if not batch:
+                    continue
                 try:
                     await self._decide(batch)
                 except Exception:
@@ -163,11 +271,23 @@ class DeciderService:
                         with contextlib.suppress(Exception):
                             await received.message.nack(requeue=True)
 
+    async def _mine(self, batch: list[_Received]) -> list[_Received]:
+        """The inputs of partitions still consumed; the others go back to their queue
+        (their partition was given up while they waited)."""
+        mine = [received for received in batch if received.partition in self._consumers]
+        if len(mine) < len(batch):
+            for received in batch:
+                if received.partition not in self._consumers:
+                    await _requeue(received)
+        return mine
+
     async def _decide(self, batch: list[_Received]) -> None:
         try:
             committed = await self._handle(batch)
         except _Stopping:
-            return  # left unacked: the broker hands them to the next decider
+            for received in batch:  # back to the queue, for whoever holds it next
+                await _requeue(received)
+            return
         except Exception as error:
             if len(batch) > 1:
                 await self._decide_alone(batch)
@@ -190,7 +310,9 @@ class DeciderService:
             try:
                 committed = await self._handle(group)
             except _Stopping:
-                return
+                for received in group:
+                    await _requeue(received)
+                continue
             except Exception as error:
                 log.warning(
                     "decision failed: %r",
@@ -221,8 +343,10 @@ class DeciderService:
             except OrbitError as error:
                 if not _transient(error):
                     raise
-                if self._stopping:
-                    raise _Stopping from error
+                if self._stopping or any(
+                    received.partition not in self._consumers for received in batch
+                ):
+                    raise _Stopping from error  # or given up: another decider takes it
                 self._deferrals.log(
                     logging.WARNING,
                     str(error.code),
@@ -268,10 +392,13 @@ class DeciderService:
     async def stop(self) -> None:
         self._stopping = True
         await self._metrics.stop()
-        for queue, tag in self._consumers:
-            with contextlib.suppress(Exception):
-                await queue.cancel(tag)  # type: ignore[attr-defined]
-        self._consumers.clear()
+        if self._beats is not None:
+            self._beats.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._beats
+        if self._leases is not None:
+            # Stops consuming, finishes the batch, leaves: the others take over at once.
+            await self._leases.stop()
         # Let the batch in hand finish and what is committed be published and acked,
         # then give back what was received but not decided.
         async with self._busy:
@@ -294,3 +421,8 @@ class DeciderService:
         if self._spans is not None:
             with contextlib.suppress(Exception):
                 await asyncio.to_thread(self._spans.shutdown)
+
+
+async def _requeue(received: _Received) -> None:
+    with contextlib.suppress(Exception):  # if unsettled, the broker gives it back itself
+        await received.message.nack(requeue=True)

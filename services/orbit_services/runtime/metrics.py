@@ -106,6 +106,14 @@ DECIDER_COMMIT_SECONDS = Histogram(
 DECIDER_CONFLICTS = Counter(
     "orbit_decider_conflicts_total", "Batches decided again because another writer won."
 )
+DECIDER_PARTITIONS = Gauge(
+    "orbit_decider_partitions", "Partitions of the decider queue this decider consumes now."
+)
+DECIDER_HANDOVERS = Counter(
+    "orbit_decider_handovers_total",
+    "Partitions this decider took or gave up (joins, stops, deaths of other deciders).",
+    ["direction"],
+)
 
 # -- outbox --------------------------------------------------------------------
 

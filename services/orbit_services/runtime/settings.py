@@ -95,6 +95,13 @@ class Settings(ClientSettings, GatewayAddress):
     """How often the timer service counts active executions, timers due and the outbox."""
     decider_batch_size: int = Field(256, ge=1, le=10_000)
     """Inputs one decider commits together at most."""
+    decider_lease_ms: int = Field(10_000, ge=1_000, le=300_000)
+    """How long a decider's lease on its partitions lasts unless renewed (it renews
+    ten times per lease): a decider that dies is replaced within about this long
+    (docs/scaling.md)."""
+    decider_id: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
+    """This decider's name among the installation's deciders; unset: host, pid and a
+    random suffix. Two deciders must never share one."""
 
     @field_validator("database_url")
     @classmethod

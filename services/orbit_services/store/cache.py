@@ -10,7 +10,7 @@ states go first when the cache is full.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from orbit_model.state import ExecutionState
 from orbit_services.store.event_store import EventStore
@@ -53,6 +53,13 @@ class StateCache:
     def clear(self) -> None:
         """Forget every state (after a reconnect: others may have written meanwhile)."""
         self._states.clear()
+
+    def drop_where(self, predicate: Callable[[str], bool]) -> int:
+        """Forget every state whose execution id ``predicate`` holds for (those of a
+        partition a decider gives up or takes); how many."""
+        gone = [execution_id for execution_id in self._states if predicate(execution_id)]
+        self.drop(gone)
+        return len(gone)
 
     def drop(self, execution_ids: Collection[str]) -> None:
         """Forget these states (after a failure that may come from a stale one)."""

@@ -10,7 +10,8 @@ decides again and retries.
 The store's other tables have an object each, sharing the store's private
 pool: :attr:`EventStore.sessions` (worker sessions and dispatcher beats),
 :attr:`EventStore.timers` (firing, the next due time, LISTEN) and
-:attr:`EventStore.outbox` (published rows to delete, rows left behind).
+:attr:`EventStore.outbox` (published rows to delete, rows left behind) and
+:attr:`EventStore.leases` (the deciders and their partitions).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from orbit_model.events import Event
 from orbit_services.store import sql
 from orbit_services.store.appends import append_values
 from orbit_services.store.history import UndecodedEvent, decoded, unreadable
+from orbit_services.store.leases import LeaseStore
 from orbit_services.store.outbox import OutboxStore
 from orbit_services.store.pool import Database
 from orbit_services.store.rows import (
@@ -71,6 +73,8 @@ class EventStore:
         """Due timers, the next due time, and the LISTEN connection that announces nearer ones."""
         self.outbox = OutboxStore(database)
         """Outbox rows published and to delete, and rows their writers left behind."""
+        self.leases = LeaseStore(database)
+        """Which decider holds which partition of the decider queue."""
         # Definitions never change once registered: whatever was read is kept.
         self._by_hash: dict[str, Definition] = {}
         self._by_ref: dict[tuple[str, str], Definition] = {}
