@@ -283,6 +283,12 @@ class OrbitClient:
         result: builtins.list[dict[str, Any]] = await self._request("GET", "/v1/workers")
         return result
 
+    async def deciders(self) -> dict[str, Any]:
+        """The deciders and the partitions each holds: ``{partitions, deciders, unowned,
+        balanced}`` (docs/scaling.md)."""
+        result: dict[str, Any] = await self._request("GET", "/v1/deciders")
+        return result
+
     # -- API tokens (the admin scope) -------------------------------------------
 
     async def tokens(self) -> builtins.list[dict[str, Any]]:

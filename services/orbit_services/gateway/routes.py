@@ -18,9 +18,11 @@ from orbit_services.gateway.auth import (
     ExecutionsStart,
     WorkersRead,
 )
+from orbit_services.gateway.deciders import deciders_view
 from orbit_services.gateway.executions import MAX_PAGE, MAX_WAIT_SECONDS, Executions, not_found
 from orbit_services.gateway.schemas import (
     CancelRequest,
+    DecidersView,
     DefinitionSummary,
     ErrorResponse,
     ExecutionPage,
@@ -215,3 +217,10 @@ def _message_routes(router: APIRouter, executions: Executions) -> None:
     @router.get("/workers", response_model=list[WorkerView])
     async def list_workers(_grant: WorkersRead) -> list[dict[str, Any]]:
         return await executions.workers()
+
+    @router.get("/deciders", response_model=DecidersView)
+    async def list_deciders(_grant: WorkersRead) -> dict[str, Any]:
+        settings = executions.settings
+        return await deciders_view(
+            executions.store, settings.decider_partitions, settings.decider_lease_ms
+        )

@@ -146,6 +146,29 @@ class WorkerView(BaseModel):
     last_seen: str
 
 
+class DeciderView(BaseModel):
+    decider_id: str
+    host: str
+    pid: int
+    started_at: str
+    seen_at: str
+    live: bool
+    """Whether it beat within the lease time."""
+    partitions: list[int]
+    """The partitions it holds a current lease on."""
+
+
+class DecidersView(BaseModel):
+    partitions: int
+    """The installation's partition count."""
+    deciders: list[DeciderView]
+    """Every decider heard from in the last hour."""
+    unowned: list[int]
+    """Partitions no decider holds now (between a death and its takeover)."""
+    balanced: bool
+    """Every partition held, and the live deciders' shares within one of each other."""
+
+
 class Health(BaseModel):
     status: str
     checks: dict[str, str] = Field(default_factory=dict)

@@ -46,6 +46,7 @@ def register(app: typer.Typer) -> None:
     app.command()(cancel)
     app.command()(query)
     app.command()(workers)
+    app.command()(deciders)
 
 
 # -- executions --------------------------------------------------------------------
@@ -229,3 +230,21 @@ def workers(url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
         render.console().print(render.workers_table(found))
     else:
         render.console().print("no workers", markup=False)
+
+
+def deciders(url: Url = DEFAULT_URL, as_json: AsJson = False) -> None:
+    """List the deciders and the partitions of the decider queue each holds."""
+    from orbit_sdk.cli import render  # noqa: PLC0415
+
+    found = call(url, lambda client: client.deciders())
+    if as_json:
+        render.print_json(found)
+        return
+    render.console().print(render.deciders_table(found))
+    unowned = found.get("unowned") or []
+    summary = (
+        f"{found.get('partitions')} partitions, "
+        + ("balanced" if found.get("balanced") else "not balanced")
+        + (f"; not held now: {render.ranges(unowned)}" if unowned else "")
+    )
+    render.console().print(summary, markup=False)

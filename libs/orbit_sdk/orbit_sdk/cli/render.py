@@ -195,6 +195,37 @@ def workers_table(workers: Sequence[Mapping[str, Any]]) -> Table:
     return table
 
 
+def ranges(numbers: Sequence[int]) -> str:
+    """``0-3, 7, 9-10``: sorted numbers, runs shortened."""
+    runs: list[list[int]] = []
+    for number in sorted(numbers):
+        if runs and number == runs[-1][1] + 1:
+            runs[-1][1] = number
+        else:
+            runs.append([number, number])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in runs) or "-"
+
+
+def deciders_table(found: Mapping[str, Any]) -> Table:
+    """``orbit deciders``: one row per decider heard from in the last hour."""
+    table = Table(show_edge=False, pad_edge=False)
+    for name in ("decider", "live", "held", "partitions", "host", "pid", "last seen"):
+        table.add_column(name, no_wrap=name != "partitions")
+    for decider in found.get("deciders") or ():
+        live = bool(decider.get("live"))
+        partitions = decider.get("partitions") or []
+        table.add_row(
+            Text(str(decider.get("decider_id"))),
+            Text("yes" if live else "no", style="green" if live else "dim"),
+            str(len(partitions)),
+            Text(ranges(partitions)),
+            Text(str(decider.get("host"))),
+            str(decider.get("pid")),
+            Text(str(decider.get("seen_at"))),
+        )
+    return table
+
+
 def history_table(events: Sequence[Mapping[str, Any]]) -> Table:
     """``orbit history``: one row per event, its data cut short (``--json`` has it whole)."""
     table = Table(show_edge=False, pad_edge=False)
