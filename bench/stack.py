@@ -85,8 +85,10 @@ class BenchStack:
     amqp_url: str
     log_dir: Path
     say: object = print
-    partitions: int = 4
+    partitions: int = 32
     worker_concurrency: int = 64
+    deciders: int = 1
+    """Decider processes: the first is ``decider``, the others ``decider-2``, ``decider-3``…"""
     suffix: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     procs: dict[str, Proc] = field(default_factory=dict)
 
@@ -95,7 +97,7 @@ class BenchStack:
         self.namespace = f"bench{self.suffix}"
         self.http_port = _free_port()
         # Every process serves its own /metrics: the cost per step is counted from them.
-        self.metrics_ports = {name: _free_port() for name in (*SERVICES, "worker")}
+        self.metrics_ports = {name: _free_port() for name in (*self.services, "worker")}
         self.metrics_ports["gateway"] = self.http_port  # the gateway serves it on its port
         self.settings: Settings = load_settings(
             database_url=_with_database(self.server_url, self.database),
@@ -134,6 +136,12 @@ class BenchStack:
     ) -> None:
         await self.close()
 
+    @property
+    def services(self) -> tuple[str, ...]:
+        """The service processes' names, each decider's its own."""
+        extra = tuple(f"decider-{n}" for n in range(2, self.deciders + 1))
+        return (*SERVICES, *extra)
+
     def metrics_urls(self) -> dict[str, str]:
         """The ``/metrics`` of each service and of the worker."""
         return {
@@ -144,7 +152,9 @@ class BenchStack:
         """The login of process ``name``: its service's user, or the worker's."""
         if self.roles is None:
             raise RuntimeError("the RabbitMQ users are made before any process starts")
-        return self.roles.worker if name == "worker" else self.roles.services[name]
+        if name == "worker":
+            return self.roles.worker
+        return self.roles.services[name.partition("-")[0]]  # decider-2 is a decider
 
     def _env(self, name: str) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("ORBIT_")}
@@ -204,8 +214,8 @@ class BenchStack:
         self._users_made = True  # from here on, close() removes whatever was made
         self.roles = await provision_local_roles(self.settings, "bench")
         self.say(f"RabbitMQ users {self.namespace}.<role>, .worker.bench, .client.bench made")
-        for name in SERVICES:
-            await self._spawn(name, "service", name)
+        for name in self.services:
+            await self._spawn(name, "service", name.partition("-")[0])
         await self._wait_gateway()
         self.say(f"services up: {', '.join(f'{p.name}={p.pid}' for p in self.procs.values())}")
         for name, text in workflows.DEFINITIONS.items():
