@@ -537,6 +537,21 @@ def test_workers(orbit: Orbit) -> None:
     assert {"task": "explode", "version": "1"} in worker["contracts"]
 
 
+def test_deciders(orbit: Orbit) -> None:
+    # The stack's one decider holds both partitions of the test's installation.
+    human = orbit("deciders")
+    assert human.exit_code == 0, human.output
+    [row] = [line for line in human.stdout.splitlines() if " yes " in line]
+    assert " 0-1 " in row
+    assert "2 partitions, balanced" in human.stdout
+    found = json.loads(orbit("deciders", "--json").stdout)
+    assert found["balanced"] is True
+    assert found["unowned"] == []
+    [decider] = found["deciders"]
+    assert decider["live"] is True
+    assert decider["partitions"] == [0, 1]
+
+
 # -- errors and the gateway's address --------------------------------------------------
 
 
