@@ -46,14 +46,12 @@ from orbit_model.events import (
 )
 from orbit_model.expressions import Scope, evaluate_template
 from orbit_model.ir import AwaitStep, CallStep, SleepStep, Step, TaskCall, WorkflowIR
-from orbit_model.state import ExecutionState, UnitState, UnitStatus, evolve
+from orbit_model.state import ExecutionState, UnitState, UnitStatus, evolve_all
+from orbit_model.state_index import ACTIVE, FanOut
 from orbit_model.steps import failure, scope_of
 from orbit_model.units import COMPENSATE_PREFIX, FINALLY_PREFIX, element_key, parse_unit
 
-#: Units with work in flight or about to be.
-ACTIVE = frozenset(
-    {UnitStatus.SCHEDULED, UnitStatus.DISPATCHED, UnitStatus.UNCERTAIN, UnitStatus.RETRY_WAIT}
-)
+__all__ = ["ACTIVE", "DecisionLoopError", "Limits", "decide", "decide_until_stable"]
 
 
 @dataclass(frozen=True)
@@ -117,29 +115,12 @@ def decide_until_stable(
         events = decide(state, definition, now, limits)
         if not events:
             return state, produced
-        for event in events:
-            state = evolve(state, event)
+        state = evolve_all(state, events)
         produced += events
     raise DecisionLoopError(f"no fixpoint after {max_rounds} rounds for {state.execution_id}")
 
 
 _PENDING_UNIT = UnitState()
-
-
-def _idle(unit: UnitState) -> bool:
-    """A unit that cannot react now, told apart cheaply: most units of a large
-    execution are done, or wait on a worker or a timer, and a round looks at
-    every unit."""
-    status = unit.status
-    if status.resolved or status is UnitStatus.PENDING:
-        return True
-    if status is UnitStatus.DISPATCHED:
-        failed_attempt = unit.token is None and unit.error is not None
-        timed_out = unit.token is not None and unit.timed_out_token == unit.token
-        return not (failed_attempt or timed_out)
-    if status is UnitStatus.RETRY_WAIT:
-        return not unit.timer_fired
-    return False
 
 
 def _done(unit: UnitState, step: Step) -> bool:
@@ -172,8 +153,8 @@ class _Round:
         else:
             cancels: list[Event] = [
                 StepCancelled(unit=key)
-                for key, unit in state.units.items()
-                if unit.status in ACTIVE and parse_unit(key).role in ("step", "element")
+                for key in state.active_units()
+                if parse_unit(key).role in ("step", "element")
             ]
             if cancels:
                 return cancels
@@ -371,9 +352,8 @@ class _Round:
         """
         events: list[Event] = []
         touched: set[str] = set()
-        for key, unit in self.state.units.items():
-            if _idle(unit):
-                continue
+        # Only the units that can react (the fold keeps them: state_index.reacts).
+        for key in self.state.reactive_units():
             reaction = list(self._react(key))
             units = {event.unit for event in reaction if hasattr(event, "unit")}
             if reaction and not units & touched:
@@ -426,15 +406,15 @@ class _Round:
             yield StepSucceeded(unit=key)
 
     def _react_await(self, key: str, step: AwaitStep, unit: UnitState) -> Iterator[Event]:
-        for position, signal in enumerate(self.state.signals):
-            if (
-                signal.name == step.signal
-                and signal.taken_by is None
-                and position not in self.signals_taken
-            ):
-                self.signals_taken.add(position)
-                yield StepSucceeded(unit=key, output=signal.payload, signal=position)
-                return
+        # The oldest untaken signal of the name, from the first that may be untaken.
+        queue = self.state.index.queues.get(step.signal)
+        if queue is not None:
+            signals = self.state.signals
+            for position in queue.positions.iter_from(queue.head):
+                if signals[position].taken_by is None and position not in self.signals_taken:
+                    self.signals_taken.add(position)
+                    yield StepSucceeded(unit=key, output=signals[position].payload, signal=position)
+                    return
         if unit.timer_fired:
             message = f"no signal {step.signal!r} within {step.timeout_ms} ms"
             yield StepFailed(unit=key, error=failure(ErrorCode.TIMEOUT, message))
@@ -444,35 +424,26 @@ class _Round:
     def _react_fan_out(self, key: str, step: CallStep, parent: UnitState) -> Iterator[Event]:
         items = parent.items or ()
         units = self.state.units
-        # One pass over the elements: a round looks at a large fan-out every time.
-        elements: list[UnitState] = []
-        failed: UnitState | None = None
-        succeeded = in_flight = 0
-        pending: list[int] = []
-        for index in range(len(items)):
-            element = units.get(f"{key}[{index}]", _PENDING_UNIT)
-            elements.append(element)
-            status = element.status
-            if status is UnitStatus.SUCCEEDED:
-                succeeded += 1
-            elif status is UnitStatus.PENDING:
-                pending.append(index)
-            elif status is UnitStatus.FAILED and failed is None:
-                failed = element
-            elif status in ACTIVE:
-                in_flight += 1
-        if failed is not None:
+        # The fold counts the elements (state_index.FanOut): a round looks at a large
+        # fan-out every time, and must not walk its elements to learn where it is.
+        counts = self.state.index.fan_outs.get(key) or FanOut(len(items))
+        if counts.failed:
+            failed = units[element_key(key, min(counts.failed))]
             error = failed.error or failure(ErrorCode.INTERNAL, "an element failed")
             yield StepFailed(unit=key, error=error)
-            for index, element in enumerate(elements):
-                if element.status in ACTIVE:
+            for index in range(len(items)):
+                if units.get(element_key(key, index), _PENDING_UNIT).status in ACTIVE:
                     yield StepCancelled(unit=element_key(key, index))
             return
-        if succeeded == len(items):
-            yield StepSucceeded(unit=key, output=[element.output for element in elements])
+        if counts.succeeded == len(items):
+            outputs = [units[element_key(key, index)].output for index in range(len(items))]
+            yield StepSucceeded(unit=key, output=outputs)
             return
-        room = (step.concurrency or len(items)) - in_flight
-        for index in pending[: max(room, 0)]:
-            yield from self._schedule_call(
-                element_key(key, index), step.call, item=items[index], index=index
-            )
+        room = (step.concurrency or len(items)) - counts.active
+        index = counts.low
+        while room > 0 and index < len(items):
+            element = element_key(key, index)
+            if units.get(element, _PENDING_UNIT).status is UnitStatus.PENDING:
+                yield from self._schedule_call(element, step.call, item=items[index], index=index)
+                room -= 1
+            index += 1

@@ -180,10 +180,8 @@ def accept_signal(
 
 def signal_seq(state: ExecutionState, request_id: str) -> int | None:
     """The seq at which the signal with ``request_id`` was recorded; None if it was not."""
-    for signal in state.signals:
-        if signal.request_id == request_id:
-            return signal.seq
-    return None
+    seq: int | None = state.index.requests.get(request_id)
+    return seq
 
 
 def accept_cancel(state: ExecutionState, reason: str = "") -> list[Event]:

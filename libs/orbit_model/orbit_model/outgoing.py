@@ -31,9 +31,9 @@ def messages_for(
 ) -> list[Outgoing]:
     """What ``events`` (taking ``before`` to ``state``) call for, in their order."""
     messages: list[Outgoing] = []
-    in_flight = {unit.token for unit in state.units.values() if unit.token}
     for event in events:
-        if isinstance(event, StepDispatched) and event.token in in_flight:
+        # Still in flight: a token names its unit, so only that unit can hold it.
+        if isinstance(event, StepDispatched) and state.unit(event.unit).token == event.token:
             messages.append(_dispatch(state, ir, event, topology))
         elif isinstance(event, StepCancelled) and state.unit(event.unit).tokens:
             step, call = unit_call(ir, event.unit)

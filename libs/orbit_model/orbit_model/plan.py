@@ -46,7 +46,7 @@ from orbit_model.messages import (
 from orbit_model.outgoing import messages_for
 from orbit_model.parked import accept_parked
 from orbit_model.payloads import DEFAULT_MAX_DEPTH, payload_problem
-from orbit_model.state import ExecutionState, evolve
+from orbit_model.state import ExecutionState, evolve, evolve_all
 from orbit_model.steps import unit_call
 from orbit_model.topology import Topology
 
@@ -185,9 +185,8 @@ def plan(
         except OrbitError as error:
             refused.append((item, error))
             continue
-        for event in accepted:
-            state = evolve(state, event)
-            events.append(event)
+        state = evolve_all(state, accepted)
+        events += accepted
     state, decided = decide_answering(state, ir, now, policy)
     events += decided
     # The timer service deletes the rows it fires: a firing that changed nothing
@@ -281,8 +280,7 @@ def decide_answering(
                 code=ErrorCode.ADAPTER_DISABLED, message=ADAPTER_DISABLED_MESSAGE, retryable=False
             )
             answers += accept_result(state, ir, dispatched.token, error=failure)
-        for event in answers:
-            state = evolve(state, event)
+        state = evolve_all(state, answers)
         state, more = decide_until_stable(state, ir, now, policy.limits)
         events += answers + more
         refused = _refused_now(ir, more, policy)

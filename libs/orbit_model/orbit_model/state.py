@@ -7,13 +7,20 @@ needs the definition or the clock is :mod:`orbit_model.decider`'s.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from enum import StrEnum
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    PlainSerializer,
+    PlainValidator,
+    PrivateAttr,
+    TypeAdapter,
+)
 
 from orbit_model.events import (
-    AbortCause,
     AttemptAlive,
     CancelRequested,
     CompensationOutcome,
@@ -44,6 +51,61 @@ from orbit_model.events import (
     WorkflowStarted,
     WorkflowTimedOut,
 )
+from orbit_model.persistent import PVector, Units
+from orbit_model.records import (
+    Abort,
+    BufferedSignal,
+    LostMessage,
+    UnitState,
+    UnitStatus,
+)
+from orbit_model.state_index import IndexUpdate, StateIndex, build_index, unit_timers
+
+__all__ = [
+    "TERMINAL",
+    "Abort",
+    "BufferedSignal",
+    "ExecutionState",
+    "LostMessage",
+    "UnitState",
+    "UnitStatus",
+    "evolve",
+    "evolve_all",
+    "replay",
+]
+
+_UNITS = TypeAdapter(dict[str, UnitState])
+_SIGNALS = TypeAdapter(tuple[BufferedSignal, ...])
+
+
+def _units_of(value: Any) -> Units[UnitState]:
+    return value if isinstance(value, Units) else Units(_UNITS.validate_python(value))
+
+
+def _signals_of(value: Any) -> PVector[BufferedSignal]:
+    return value if isinstance(value, PVector) else PVector(_SIGNALS.validate_python(value))
+
+
+def _dict_of(units: Units[UnitState]) -> dict[str, UnitState]:
+    return dict(units.items())
+
+
+def _tuple_of(signals: PVector[BufferedSignal]) -> tuple[BufferedSignal, ...]:
+    return tuple(signals)
+
+
+UnitMap = Annotated[
+    Units[UnitState],
+    PlainValidator(_units_of),
+    PlainSerializer(_dict_of, return_type=dict[str, UnitState]),
+]
+"""``units`` as pydantic reads and writes it: a JSON object, held as :class:`.Units`."""
+SignalList = Annotated[
+    PVector[BufferedSignal],
+    PlainValidator(_signals_of),
+    PlainSerializer(_tuple_of, return_type=tuple[BufferedSignal, ...]),
+]
+"""``signals`` as pydantic reads and writes it: a JSON array, held as :class:`.PVector`."""
 
 ExecutionStatus = Literal[
     "new", "created", "running", "completed", "failed", "cancelled", "timed_out"
@@ -52,92 +114,14 @@ TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled", "timed
 WORKFLOW_TIMER = "workflow"
 
 
-class UnitStatus(StrEnum):
-    """Where a unit is. A unit absent from the state is pending."""
+class ExecutionState(BaseModel):
+    """Everything known of an execution, as of event ``last_seq``.
 
-    PENDING = "pending"
-    SCHEDULED = "scheduled"
-    DISPATCHED = "dispatched"
-    UNCERTAIN = "uncertain"
-    RETRY_WAIT = "retry_wait"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-    CANCELLED = "cancelled"
+    ``units`` and ``signals`` are persistent collections (:mod:`.persistent`):
+    a new state shares all but what its event changed with the one before.
+    """
 
-    @property
-    def resolved(self) -> bool:
-        """Whether the unit's outcome is final."""
-        return self in _RESOLVED
-
-
-_RESOLVED = frozenset(
-    {UnitStatus.SUCCEEDED, UnitStatus.FAILED, UnitStatus.SKIPPED, UnitStatus.CANCELLED}
-)
-
-
-class _Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class UnitState(_Frozen):
-    """One unit: a step, a ``for`` element, a compensation or a cleanup step."""
-
-    status: UnitStatus = UnitStatus.PENDING
-    input: JsonValue = None
-    attempt: int = 0
-    """The attempt now (or last) in flight; 0 before the first dispatch."""
-    token: str | None = None
-    """The delivery in flight, if any."""
-    tokens: dict[str, int] = Field(default_factory=dict)
-    """Every delivery ever issued for this unit, with its attempt number."""
-    output: JsonValue = None
-    error: TaskFailure | None = None
-    due_at: int | None = None
-    """When the pending timer of this unit is due: its retry, sleep or await timeout."""
-    timeout_at: int | None = None
-    """When the attempt in flight times out."""
-    timer_fired: bool = False
-    """The unit's retry, sleep or await timer fired and is not yet acted on."""
-    timed_out_token: str | None = None
-    """The delivery whose attempt timeout fired and is not yet acted on."""
-    schedule_deadline_at: int | None = None
-    """When the delivery in flight must have been taken by a worker, until one has."""
-    heartbeat_timeout_ms: int | None = None
-    heartbeat_check_at: int | None = None
-    """When to look next at the heartbeats of the delivery in flight."""
-    items: tuple[JsonValue, ...] | None = None
-    """For a ``for`` step's own record: the elements it fans out to."""
-    resolved_seq: int | None = None
-    """The sequence number of the event that resolved the unit (compensation runs newest first)."""
-
-
-class BufferedSignal(_Frozen):
-    name: str
-    payload: JsonValue = None
-    taken_by: str | None = None
-    """The ``await`` unit that took it."""
-    seq: int = 0
-    """The seq of its ``SignalReceived``."""
-    request_id: str | None = None
-
-
-class LostMessage(_Frozen):
-    """A message for the execution that a queue parked (see :class:`.events.MessageLost`)."""
-
-    message_type: str
-    queue: str
-    reason: str
-    detail: str = ""
-
-
-class Abort(_Frozen):
-    cause: AbortCause
-    error: TaskFailure | None = None
-
-
-class ExecutionState(_Frozen):
-    """Everything known of an execution, as of event ``last_seq``."""
 
     execution_id: str = ""
     workflow: str = ""
@@ -152,8 +136,8 @@ class ExecutionState(_Frozen):
     """The key of its delivery tokens (from ``WorkflowCreated``); never dumped or shown."""
     status: ExecutionStatus = "new"
     input: JsonValue = None
-    units: dict[str, UnitState] = Field(default_factory=dict)
-    signals: tuple[BufferedSignal, ...] = ()
+    units: UnitMap = Field(default_factory=Units)
+    signals: SignalList = Field(default_factory=PVector)
     deadline_at: int | None = None
     deadline_passed: bool = False
     cancel_reason: str | None = None
@@ -166,6 +150,34 @@ class ExecutionState(_Frozen):
     error: TaskFailure | None = None
     compensation: CompensationOutcome = "none"
     last_seq: int = 0
+    _index: StateIndex | None = PrivateAttr(default=None)
+
+    def __eq__(self, other: object) -> bool:
+        # The fields only: the index is derived from them (and may not be built yet).
+        if not isinstance(other, ExecutionState):
+            return NotImplemented
+        return self.__dict__ == other.__dict__
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @property
+    def index(self) -> StateIndex:
+        """What the decider looks up, kept by the fold (:mod:`.state_index`)."""
+        if self._index is None:
+            self._index = build_index(self.units, self.signals)
+        return self._index
+
+    def active_units(self) -> list[str]:
+        """The units in flight or about to be, in the order they first appeared."""
+        return self._ordered(self.index.active)
+
+    def reactive_units(self) -> list[str]:
+        """The units a round of the decider must look at, in the order they first appeared."""
+        return self._ordered(self.index.reactive)
+
+    def _ordered(self, keys: Iterable[str]) -> list[str]:
+        position = self.units.position
+        return sorted(keys, key=lambda key: position(key) or 0)
 
     @property
     def trace_root(self) -> str:
@@ -178,7 +190,8 @@ class ExecutionState(_Frozen):
 
     def unit(self, key: str) -> UnitState:
         """The unit's state; a unit never touched is pending."""
-        return self.units.get(key, _PENDING)
+        unit: UnitState = self.units.get(key, _PENDING)
+        return unit
 
     def idempotency_key(self, unit: str) -> str:
         """Stable across retries and redeliveries of the unit: ``EXECUTION_ID:UNIT``."""
@@ -197,22 +210,8 @@ class ExecutionState(_Frozen):
         timers: dict[str, int] = {}
         if self.deadline_at is not None and not self.deadline_passed and self.abort is None:
             timers[WORKFLOW_TIMER] = self.deadline_at
-        for key, unit in self.units.items():
-            if unit.due_at is not None and not unit.timer_fired and not unit.status.resolved:
-                kind = "retry" if unit.status is UnitStatus.RETRY_WAIT else "timer"
-                timers[f"{kind}:{key}"] = unit.due_at
-            if (
-                unit.status is UnitStatus.DISPATCHED
-                and unit.timeout_at is not None
-                and unit.token is not None
-                and unit.timed_out_token != unit.token
-            ):
-                timers[f"timeout:{unit.token}"] = unit.timeout_at
-            if unit.status is UnitStatus.DISPATCHED and unit.token is not None:
-                if unit.schedule_deadline_at is not None:
-                    timers[f"schedule:{unit.token}"] = unit.schedule_deadline_at
-                if unit.heartbeat_check_at is not None:
-                    timers[f"heartbeat:{unit.token}"] = unit.heartbeat_check_at
+        for key in self._ordered(self.index.timed):
+            timers.update(unit_timers(key, self.units[key]))
         return timers
 
     def unit_of_token(self, token: str) -> str | None:
@@ -231,27 +230,45 @@ class ExecutionState(_Frozen):
 
 
 _PENDING = UnitState()
+_TOUCHED = "_touched"
 
 
 def replay(events: Iterable[Event]) -> ExecutionState:
     """The state after ``events``, from the first."""
-    state = ExecutionState()
-    for event in events:
-        state = evolve(state, event)
-    return state
+    return evolve_all(ExecutionState(), events)
 
 
 def evolve(state: ExecutionState, event: Event) -> ExecutionState:
     """The state after one more event. Never raises for an event ``decide`` emits."""
-    changes = _changes(state, event)
-    changes["last_seq"] = state.last_seq + 1
-    return state.model_copy(update=changes)
+    return evolve_all(state, (event,))
+
+
+def evolve_all(state: ExecutionState, events: Iterable[Event]) -> ExecutionState:
+    """The state after ``events``, in order: :func:`evolve` of each, with the index
+    changed once for the batch."""
+    events = tuple(events)
+    if not events:
+        return state
+    update = IndexUpdate(state.index)
+    for event in events:
+        changes = _changes(state, event)
+        touched: str | None = changes.pop(_TOUCHED, None)
+        changes["last_seq"] = state.last_seq + 1
+        after = state.model_copy(update=changes)
+        if touched is not None:
+            update.unit_changed(after.units, touched, state.unit(touched), after.unit(touched))
+        if isinstance(event, SignalReceived):
+            update.signal_added(len(state.signals), after.signals[-1])
+        elif isinstance(event, StepSucceeded) and event.signal is not None:
+            update.signal_taken(after.signals, event.signal)
+        state = after
+    state._index = update.freeze()
+    return state
 
 
 def _with_unit(state: ExecutionState, key: str, **changes: Any) -> dict[str, Any]:
-    units = dict(state.units)
-    units[key] = state.unit(key).model_copy(update=changes)
-    return {"units": units}
+    unit = state.unit(key).model_copy(update=changes)
+    return {"units": state.units.set(key, unit), _TOUCHED: key}
 
 
 # Long on purpose: the fold is one case per event type, and reads best as one match.
@@ -320,11 +337,8 @@ def _changes(state: ExecutionState, event: Event) -> dict[str, Any]:
                 timeout_at=None,
             )
             if event.signal is not None:
-                signals = list(state.signals)
-                signals[event.signal] = signals[event.signal].model_copy(
-                    update={"taken_by": event.unit}
-                )
-                changes["signals"] = tuple(signals)
+                signal = state.signals[event.signal].model_copy(update={"taken_by": event.unit})
+                changes["signals"] = state.signals.set(event.signal, signal)
             return changes
         case StepAttemptFailed():
             return _with_unit(state, event.unit, error=event.error, token=None, timeout_at=None)
@@ -375,7 +389,7 @@ def _changes(state: ExecutionState, event: Event) -> dict[str, Any]:
                 seq=state.last_seq + 1,
                 request_id=event.request_id,
             )
-            return {"signals": (*state.signals, signal)}
+            return {"signals": state.signals.append(signal)}
         case CancelRequested():
             return {"cancel_reason": event.reason}
         case LimitExceeded():

@@ -66,7 +66,7 @@ def scope_of(
     return Scope(
         input=state.input,
         steps=step_views(state, definition),
-        signals={signal.name: signal.payload for signal in state.signals},
+        signals=dict(state.index.last_payloads),
         execution=ExecutionInfo(
             id=state.execution_id, workflow=state.workflow, version=state.version, attempt=attempt
         ),

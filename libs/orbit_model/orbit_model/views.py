@@ -191,7 +191,7 @@ def _elements(scope: _Scope, step: CallStep, key: str, total: int) -> dict[str, 
 def needs_workers(state: ExecutionState) -> bool:
     """Whether a view of the state shows a worker wait (so the sessions are worth reading)."""
     return state.status == "running" and any(
-        unit.status is UnitStatus.DISPATCHED for unit in state.units.values()
+        state.unit(key).status is UnitStatus.DISPATCHED for key in state.index.active
     )
 
 

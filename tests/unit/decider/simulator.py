@@ -39,7 +39,7 @@ from orbit_model.messages import (
     Wake,
 )
 from orbit_model.plan import Facts, Policy, plan
-from orbit_model.state import ExecutionState, UnitStatus, evolve, replay
+from orbit_model.state import ExecutionState, UnitStatus, evolve_all, replay
 from orbit_model.topology import Topology
 from orbit_model.units import parse_unit
 
@@ -88,6 +88,8 @@ class Simulator:
     """Child definitions by hash, for a child execution's ``StartChild``."""
     outbox: list[Outgoing] = field(default_factory=list)
     """Every message the turns called for, in order."""
+    _dispatches: dict[str, StepDispatched] = field(default_factory=dict)
+    """Every dispatch that may still be in flight, oldest first (a token is issued once)."""
 
     @classmethod
     def from_yaml(cls, text: str, workers: dict[str, Worker], **options: Any) -> Simulator:
@@ -96,9 +98,11 @@ class Simulator:
     # -- driving -----------------------------------------------------------
 
     def append(self, events: list[Event]) -> None:
+        self.state = evolve_all(self.state, events)
+        self.history += events
         for event in events:
-            self.state = evolve(self.state, event)
-            self.history.append(event)
+            if isinstance(event, StepDispatched):
+                self._dispatches[event.token] = event
 
     @property
     def policy(self) -> Policy:
@@ -178,12 +182,10 @@ class Simulator:
 
     def pending_deliveries(self) -> list[StepDispatched]:
         """Dispatched deliveries still in flight, oldest first."""
-        in_flight = {unit.token for unit in self.state.units.values() if unit.token}
-        seen: dict[str, StepDispatched] = {}
-        for event in self.history:
-            if isinstance(event, StepDispatched) and event.token in in_flight:
-                seen[event.token] = event
-        return list(seen.values())
+        for token, event in list(self._dispatches.items()):
+            if self.state.unit(event.unit).token != token:
+                del self._dispatches[token]  # no longer in flight, and never again
+        return list(self._dispatches.values())
 
     def work(self) -> bool:
         """Let workers answer every delivery in flight; whether anything happened."""
@@ -271,11 +273,11 @@ class Simulator:
 def check_messages(events: list[Event], state: ExecutionState, messages: list[Outgoing]) -> None:
     """Each dispatch still in flight after the turn has its one message, and no other
     task or child start is sent."""
-    in_flight = {unit.token for unit in state.units.values() if unit.token}
+    # A token names its unit: a dispatch is in flight if its unit still holds its token.
     dispatched = {
         event.token: event
         for event in events
-        if isinstance(event, StepDispatched) and event.token in in_flight
+        if isinstance(event, StepDispatched) and state.unit(event.unit).token == event.token
     }
     sent: dict[str, Outgoing] = {}
     for outgoing in messages:
