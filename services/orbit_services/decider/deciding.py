@@ -30,6 +30,7 @@ from orbit_model.messages import (
     encode,
 )
 from orbit_model.plan import Facts, Plan, Policy, liveness_key, plan
+from orbit_model.snapshots import snapshot_due
 from orbit_model.state import ExecutionState
 from orbit_model.topology import Topology
 from orbit_model.unreadable import fail_unreadable
@@ -104,6 +105,8 @@ class Deciding:
             max_payload_depth=settings.max_payload_depth,
         )
         self.states = StateCache(store, cache_size, keep_terminal=False)
+        self.snapshot_every = settings.snapshot_every
+        """Events between two snapshots of an execution (``ORBIT_SNAPSHOT_EVERY``)."""
         self.step_clock = StepClock()
         """Counts the committed events and times attempts (orbit_services.decider.step_clock)."""
         self.spans = spans
@@ -210,6 +213,9 @@ class Deciding:
             decided.state,
             timers_before=decided.timers_before,
             outbox=[_outbox_message(outgoing) for outgoing in decided.messages],
+            snapshot=snapshot_due(
+                decided.before.last_seq, decided.state.last_seq, self.snapshot_every
+            ),
         )
         ir = facts.definition or facts.children.get(decided.state.definition_hash)
         return _Turn(decided, append, ir)

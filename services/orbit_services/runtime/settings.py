@@ -16,6 +16,7 @@ from pydantic_settings import NoDecode
 
 from orbit_model.decider import Limits
 from orbit_model.payloads import DEFAULT_MAX_DEPTH
+from orbit_model.snapshots import DEFAULT_SNAPSHOT_EVERY
 from orbit_sdk.settings import ClientSettings, GatewayAddress, SettingsError, load
 from orbit_services.runtime.addresses import AllowList
 
@@ -81,6 +82,10 @@ class Settings(ClientSettings, GatewayAddress):
     max_active_executions: int | None = Field(None, ge=1)
     max_fan_out: int | None = Field(10_000, ge=1)
     max_history_events: int | None = Field(50_000, ge=10)
+    snapshot_every: int = Field(DEFAULT_SNAPSHOT_EVERY, ge=0)
+    """Events between two snapshots of an execution's state, written by the decider
+    with its append; a load reads the last one and the events after it. 0: none
+    (docs/architecture.md, "Snapshots")."""
     max_payload_bytes: int | None = Field(2 * 1024 * 1024, ge=1)
     """The largest input, signal payload, cancel reason or task output (compact JSON)."""
     max_payload_depth: int = Field(DEFAULT_MAX_DEPTH, ge=1, le=1000)

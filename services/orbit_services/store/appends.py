@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from orbit_model.events import event_to_json
+from orbit_model.snapshots import SNAPSHOT_VERSION, encode_snapshot
 from orbit_services.store.rows import Append, api_status
 
 
@@ -32,6 +33,7 @@ def append_values(appends: Sequence[Append], published: Sequence[int]) -> dict[s
         **_new_execution_values(new),
         **_changed_execution_values(old),
         **timers,
+        **_snapshot_values(ordered),
         "published_ids": list(published),
         "outbox_exchanges": [m.exchange for m in outbox],
         "outbox_routing_keys": [m.routing_key for m in outbox],
@@ -91,6 +93,17 @@ def _changed_execution_values(appends: Sequence[Append]) -> dict[str, list[Any]]
         "changed_errors": [_error_json(a) for a in appends],
         "changed_last_seqs": [a.expected_seq + len(a.events) for a in appends],
         "changed_closed": [s.terminal for s in states],
+    }
+
+
+def _snapshot_values(appends: Sequence[Append]) -> dict[str, list[Any]]:
+    """The snapshots to write: the state after each append asked to leave one."""
+    due = [a for a in appends if a.snapshot and a.state.last_seq == a.expected_seq + len(a.events)]
+    return {
+        "snapshot_ids": [a.execution_id for a in due],
+        "snapshot_seqs": [a.state.last_seq for a in due],
+        "snapshot_versions": [SNAPSHOT_VERSION] * len(due),
+        "snapshot_states": [encode_snapshot(a.state) for a in due],
     }
 
 

@@ -3,7 +3,8 @@
 One class for every service that folds histories (the decider, the
 dispatcher, the gateway). A state is brought up to date by reading only the
 events after its last seq, for many executions in one query; a state read
-before is so never replayed from the start again. The least recently used
+before is so never replayed from the start again, and one not held is read
+from its last snapshot and the events after it (:mod:`.snapshots`). The least recently used
 states go first when the cache is full.
 """
 
@@ -98,9 +99,11 @@ class StateCache:
                 states[execution_id] = state
             else:
                 after[execution_id] = state.last_seq if state else 0
-        new_events = await self.store.read_new_events(after) if after else {}
+        # From the last snapshot where it is newer than what is held, then the events.
+        loaded = await self.store.snapshots.read(after)
+        new_events = loaded.events
         for execution_id in after:
-            before = known[execution_id] or ExecutionState()
+            before = loaded.snapshots.get(execution_id) or known[execution_id] or ExecutionState()
             try:
                 current = fold(execution_id, before, new_events[execution_id])
             except HistoryUnreadable as error:

@@ -43,6 +43,7 @@ from orbit_services.store.rows import (
     StoredEvent,
 )
 from orbit_services.store.sessions import SessionStore
+from orbit_services.store.snapshots import SnapshotStore
 from orbit_services.store.timers import TimerStore
 from orbit_services.store.tokens import TokenStore
 
@@ -75,6 +76,8 @@ class EventStore:
         """Outbox rows published and to delete, and rows their writers left behind."""
         self.leases = LeaseStore(database)
         """Which decider holds which partition of the decider queue."""
+        self.snapshots = SnapshotStore(database)
+        """Executions' last snapshots, read with the events after them."""
         # Definitions never change once registered: whatever was read is kept.
         self._by_hash: dict[str, Definition] = {}
         self._by_ref: dict[tuple[str, str], Definition] = {}

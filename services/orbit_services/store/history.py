@@ -19,7 +19,7 @@ from typing import Any
 
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.events import TERMINAL_EVENTS, Event, TaskFailure, event_from_json
-from orbit_model.state import ExecutionState, evolve
+from orbit_model.state import ExecutionState, evolve_all
 from orbit_model.unreadable import decode_problem, unreadable_failure
 
 _SECRET = re.compile(r'"delivery_secret"\s*:\s*"[^"]*"')
@@ -115,10 +115,10 @@ def fold(
     """
     for index, event in enumerate(events):
         if isinstance(event, UndecodedEvent):
+            state = evolve_all(state, events[:index])  # type: ignore[arg-type]
             rest = events[index:]
             ended = state.terminal or any(later.type in TERMINAL_EVENTS for later in rest)
             # Seqs have no gaps: each append takes the ones right after the last.
             last_seq = event.seq + len(rest) - 1
             raise HistoryUnreadable(execution_id, event, state, last_seq, ended)
-        state = evolve(state, event)
-    return state
+    return evolve_all(state, events)  # type: ignore[arg-type]

@@ -46,6 +46,8 @@ class Append:
         state: The execution's state after them.
         timers_before: The state's timers before them, to write only the difference.
         outbox: Messages the events call for.
+        snapshot: Whether to store ``state`` as the execution's snapshot too (the
+            decider asks every ``ORBIT_SNAPSHOT_EVERY`` events).
     """
 
     execution_id: str
@@ -54,6 +56,7 @@ class Append:
     state: ExecutionState
     timers_before: Mapping[str, int] = field(default_factory=dict)
     outbox: Sequence[OutboxMessage] = ()
+    snapshot: bool = False
 
 
 @dataclass(frozen=True)

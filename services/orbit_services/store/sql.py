@@ -100,6 +100,15 @@ timers_cleared AS (
     USING unnest(:cleared_timer_ids::text[], :cleared_timer_keys::text[]) AS d(execution_id, key)
     WHERE t.execution_id = d.execution_id AND t.key = d.key
 ),
+snapshots_written AS (
+    INSERT INTO snapshots (execution_id, seq, version, state)
+    SELECT * FROM unnest(
+        :snapshot_ids::text[], :snapshot_seqs::bigint[], :snapshot_versions::text[],
+        :snapshot_states::text[]::jsonb[])
+    ON CONFLICT (execution_id) DO UPDATE
+        SET seq = excluded.seq, version = excluded.version, state = excluded.state,
+            written_at = now()
+),
 published AS (
     DELETE FROM outbox WHERE id = ANY(:published_ids::bigint[])
 ),
@@ -124,6 +133,28 @@ READ_EVENTS = S("""
 SELECT seq, recorded_at, type, data::text AS data FROM history
 WHERE execution_id = :execution_id AND seq > :after_seq ORDER BY seq
 """)
+
+# For each execution, its snapshot if it has one of this version newer than the
+# seq the reader holds, then the events after the snapshot (or after that seq):
+# one round trip, each execution read by its own key (snapshots.py).
+READ_FROM_SNAPSHOTS = S("""
+WITH wanted AS (
+    SELECT c.execution_id, s.seq AS snapshot_seq, s.state,
+           greatest(c.after_seq, coalesce(s.seq, 0)) AS after_seq
+    FROM unnest(:execution_ids::text[], :after_seqs::bigint[]) AS c(execution_id, after_seq)
+    LEFT JOIN snapshots AS s
+        ON s.execution_id = c.execution_id AND s.version = :version AND s.seq > c.after_seq
+)
+SELECT w.execution_id, w.snapshot_seq AS seq, NULL::timestamptz AS recorded_at,
+       NULL::text AS type, w.state::text AS data, true AS snapshot
+FROM wanted AS w WHERE w.snapshot_seq IS NOT NULL
+UNION ALL
+SELECT h.execution_id, h.seq, h.recorded_at, h.type, h.data::text, false
+FROM wanted AS w JOIN history AS h ON h.execution_id = w.execution_id AND h.seq > w.after_seq
+ORDER BY execution_id, snapshot DESC, seq
+""")
+
+SNAPSHOT_OF = S("SELECT seq, version FROM snapshots WHERE execution_id = :execution_id")
 
 # The new events of many executions at once: one round trip for a decider batch.
 READ_EVENTS_MANY = S("""

@@ -1,0 +1,91 @@
+"""Snapshots: an execution's state as stored every K events, so a load replays only the tail.
+
+A snapshot is a cache of the fold, never a source of truth: the history is
+whole, and a snapshot that cannot be used is ignored and the history replayed
+from the start. It cannot be used when:
+
+- its version differs from :data:`SNAPSHOT_VERSION`, a fingerprint of every
+  model the fold reads and writes (the state, its records, every event): a
+  change to any of them makes old snapshots unusable without anyone bumping
+  a number; :data:`FOLD_REVISION` is bumped by hand when the fold's meaning
+  changes without the models changing;
+- it does not decode, or is not the state after the seq it is stored at.
+
+It holds what the state's dump leaves out on purpose (the delivery secret:
+the history's ``WorkflowCreated`` holds it too, in the same database).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any, get_args
+
+from pydantic import BaseModel
+
+from orbit_model.events import Event, TaskFailure
+from orbit_model.records import Abort, BufferedSignal, LostMessage, UnitState
+from orbit_model.state import ExecutionState
+
+FOLD_REVISION = 1
+"""Bump when the fold gives a different state for the same events (models unchanged)."""
+
+DEFAULT_SNAPSHOT_EVERY = 500
+"""Events between two snapshots of an execution, by default (``ORBIT_SNAPSHOT_EVERY``)."""
+
+
+def _fingerprint() -> str:
+    models: list[type[BaseModel]] = [
+        ExecutionState,
+        UnitState,
+        BufferedSignal,
+        LostMessage,
+        Abort,
+        TaskFailure,
+        *get_args(get_args(Event)[0]),
+    ]
+    described = [
+        model.__name__ + repr([(n, repr(f.annotation)) for n, f in model.model_fields.items()])
+        for model in models
+    ]
+    return hashlib.sha256("\n".join(described).encode()).hexdigest()[:16]
+
+
+SNAPSHOT_VERSION = f"{FOLD_REVISION}.{_fingerprint()}"
+"""What a snapshot must have been written with to be used."""
+
+
+def snapshot_due(before_seq: int, after_seq: int, every: int | None) -> bool:
+    """Whether an append taking an execution from ``before_seq`` to ``after_seq`` crosses
+    a multiple of ``every`` (None or 0: never)."""
+    if not every or after_seq <= before_seq:
+        return False
+    return before_seq // every < after_seq // every
+
+
+def encode_snapshot(state: ExecutionState) -> str:
+    """The state as a snapshot's JSON (with its delivery secret)."""
+    data: dict[str, Any] = state.model_dump(mode="json")
+    data["delivery_secret"] = state.delivery_secret
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+
+
+def decode_snapshot(text: str | bytes, seq: int) -> ExecutionState | None:
+    """The state a snapshot stored at ``seq`` holds; None if it cannot be used."""
+    try:
+        state = ExecutionState.model_validate_json(text)
+    except (ValueError, RecursionError):  # pydantic's ValidationError is a ValueError
+        return None
+    if state.last_seq != seq:
+        return None
+    return state
+
+
+__all__ = [
+    "DEFAULT_SNAPSHOT_EVERY",
+    "FOLD_REVISION",
+    "SNAPSHOT_VERSION",
+    "decode_snapshot",
+    "encode_snapshot",
+    "snapshot_due",
+]
