@@ -118,11 +118,8 @@ def setup_command(
 
 def _print_commands(settings: Settings, topology: Topology, given: dict[Role, str]) -> None:
     from orbit_model.broker_roles import SERVICE_ROLES, user_name  # noqa: PLC0415
-    from orbit_services.broker_setup import (  # noqa: PLC0415
-        new_password,
-        rabbitmqctl_commands,
-        vhost_of,
-    )
+    from orbit_sdk.amqp_nodes import vhost_of  # noqa: PLC0415
+    from orbit_services.broker_setup import new_password, rabbitmqctl_commands  # noqa: PLC0415
 
     passwords = {
         user_name(settings.namespace, role): given.get(role) or new_password()
@@ -161,7 +158,8 @@ def add_command(
     """
     from orbit_model.broker_roles import Role  # noqa: PLC0415
     from orbit_model.topology import Topology  # noqa: PLC0415
-    from orbit_services.broker_setup import add_user, with_login  # noqa: PLC0415
+    from orbit_sdk.amqp_nodes import with_login  # noqa: PLC0415
+    from orbit_services.broker_setup import add_user  # noqa: PLC0415
 
     settings = _settings()
     chosen = _named_role(role)

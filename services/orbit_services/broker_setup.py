@@ -36,6 +36,7 @@ from orbit_model.broker_roles import (
 )
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.topology import Topology
+from orbit_sdk.amqp_nodes import first_node, host_of, vhost_of, with_login
 from orbit_services.runtime.settings import Settings
 
 _TIMEOUT_SECONDS = 10.0
@@ -46,34 +47,16 @@ def new_password() -> str:
     return secrets.token_urlsafe(24)
 
 
-def vhost_of(amqp_url: str) -> str:
-    """The virtual host an AMQP URL names (``/`` when it names none, as RabbitMQ does)."""
-    path = urlsplit(amqp_url).path
-    return unquote(path[1:]) if len(path) > 1 else "/"
-
-
-def with_login(amqp_url: str, user: str, password: str) -> str:
-    """``amqp_url`` logging in as ``user`` with ``password`` instead."""
-    parts = urlsplit(amqp_url)
-    port = f":{parts.port}" if parts.port else ""
-    login = f"{quote(user, safe='')}:{quote(password, safe='')}"
-    return urlunsplit(parts._replace(netloc=f"{login}@{_host(amqp_url)}{port}"))
-
-
-def _host(url: str) -> str:
-    """The host of ``url`` as it stands in a URL (an IPv6 address in brackets)."""
-    host = urlsplit(url).hostname or "localhost"
-    return f"[{host}]" if ":" in host else host
-
-
 def management_url(settings: Settings) -> str:
     """Where the management API is: ``ORBIT_BROKER_ADMIN_URL``, else port 15672 (15671
-    for amqps) on the broker's host, logging in as ``ORBIT_AMQP_URL``'s user."""
+    for amqps) on the broker's host (the first node of a list: each node of a cluster
+    serves the API of all), logging in as ``ORBIT_AMQP_URL``'s user."""
     if settings.broker_admin_url:
         return settings.broker_admin_url
-    parts = urlsplit(settings.amqp_url)
+    node = first_node(settings.amqp_url)
+    parts = urlsplit(node)
     scheme, port = ("https", 15671) if parts.scheme == "amqps" else ("http", 15672)
-    host = _host(settings.amqp_url)
+    host = host_of(node)
     login = f"{parts.username or 'guest'}:{parts.password or 'guest'}"
     return f"{scheme}://{login}@{host}:{port}"
 

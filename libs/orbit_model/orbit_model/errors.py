@@ -12,8 +12,12 @@ OrbitErrors once, where the store and the broker connection meet the drivers.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from urllib.parse import urlsplit, urlunsplit
+
+_NEXT_URL = re.compile(r",(?=\s*[A-Za-z][A-Za-z0-9+.-]*://)")
+"""A comma that starts another URL of a list (``ORBIT_AMQP_URL`` may name several nodes)."""
 
 
 class ErrorCode(StrEnum):
@@ -208,7 +212,11 @@ _HTTP_STATUS_BY_NAME = {code.value: status for code, status in _HTTP_STATUS.item
 
 
 def redact(url: str) -> str:
-    """``url`` without its password, fit for a log line or an error message."""
+    """``url`` without its password, fit for a log line or an error message; each URL
+    of a comma-separated list without its own."""
+    pieces = _NEXT_URL.split(url)
+    if len(pieces) > 1:
+        return ",".join(redact(piece) for piece in pieces)
     parts = urlsplit(url)
     if parts.password is None:
         return url

@@ -26,6 +26,11 @@ CONTROL_KEY = "control"
 """The routing key of every worker-control request on the ``control`` exchange."""
 REPLY_TO = "amq.rabbitmq.reply-to"
 """RabbitMQ's direct reply-to pseudo-queue: requests name it, answers come straight back."""
+REPLICAS_ARGUMENT = "x-quorum-initial-group-size"
+"""The queue argument that says on how many nodes of a cluster a quorum queue is made."""
+DEFAULT_REPLICAS = 3
+"""Replicas of each queue: a cluster of three or more keeps every queue through the loss
+of any one node (a quorum of two); a smaller cluster has a replica on every node."""
 
 
 def task_key(task: str, version: str) -> str:
@@ -39,6 +44,8 @@ class Topology:
 
     namespace: str
     partitions: int
+    replicas: int = DEFAULT_REPLICAS
+    """Nodes each new queue is replicated on (at most the cluster's: one on a single node)."""
 
     @property
     def commands(self) -> str:
@@ -118,13 +125,19 @@ class Topology:
         )
 
     def queue_arguments(self, single_active_consumer: bool = False) -> dict[str, Any]:
-        """The arguments every queue of Orbit is declared with: a quorum queue with a
-        delivery limit that dead-letters a message delivered too often."""
+        """The arguments every queue of Orbit is declared with: a quorum queue of
+        :attr:`replicas` replicas with a delivery limit that dead-letters a message
+        delivered too often."""
         arguments: dict[str, Any] = {
-            "x-queue-type": "quorum",
+            **self.parked_arguments(),
             "x-delivery-limit": DELIVERY_LIMIT,
             "x-dead-letter-exchange": self.dead_letter,
         }
         if single_active_consumer:
             arguments["x-single-active-consumer"] = True
         return arguments
+
+    def parked_arguments(self) -> dict[str, Any]:
+        """The arguments of the two dead-letter queues: replicated quorum queues with no
+        delivery limit and no dead-letter exchange (a parked message stays parked)."""
+        return {"x-queue-type": "quorum", REPLICAS_ARGUMENT: self.replicas}

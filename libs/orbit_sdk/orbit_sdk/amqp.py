@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -22,10 +23,12 @@ from typing import Any, Protocol
 import aio_pika
 import aiormq
 from aio_pika.abc import AbstractChannel, AbstractRobustConnection
+from aio_pika.exceptions import CONNECTION_EXCEPTIONS
 from pamqp.commands import Basic
 from yarl import URL
 
 from orbit_model.errors import ErrorCode, OrbitError, unreachable
+from orbit_sdk.amqp_nodes import split_nodes
 
 Callback = Callable[[], None]
 
@@ -75,23 +78,76 @@ def _report(callbacks: list[Callback]) -> None:
         callback()
 
 
-async def connect(url: str, heartbeat_seconds: int | None = None) -> AbstractRobustConnection:
-    """A connection that reconnects by itself; ``UNAVAILABLE`` if the broker is not there.
+CONNECT_TIMEOUT_SECONDS = 10.0
+"""How long one node may take to answer a connection (TCP, TLS and the AMQP handshake)
+before the next one is tried: a node whose host is gone never refuses, it is silent."""
 
+
+class NodesConnection(aio_pika.RobustConnection):
+    """aio-pika's robust connection over the nodes of a cluster.
+
+    aio-pika reconnects by calling its private ``__connect_transport`` (once
+    per attempt, then it waits ``reconnect_interval``), which opens
+    ``self.url`` and restores every robust channel, with its queues and
+    consumers. This class overrides that one method, by its mangled name:
+    each attempt tries every node once, starting after the one it had, so a
+    node that went away is replaced at once by another, and the wait comes
+    only after every node failed. ``tests/unit/test_amqp_nodes.py`` fails if
+    aio-pika renames the method.
+    """
+
+    def __init__(self, nodes: list[URL], start: int = 0, **kwargs: Any) -> None:
+        super().__init__(nodes[start], **kwargs)
+        self.nodes = nodes
+        self._next = start
+
+    async def _RobustConnection__connect_transport(self) -> None:
+        last: BaseException | None = None
+        for _ in self.nodes:
+            self.url = self.nodes[self._next]
+            self._next = (self._next + 1) % len(self.nodes)
+            try:
+                await _CONNECT_TRANSPORT(self)
+            except CONNECTION_EXCEPTIONS as error:
+                last = error
+                continue
+            return
+        assert last is not None
+        raise last
+
+
+_CONNECT_TRANSPORT = aio_pika.RobustConnection._RobustConnection__connect_transport  # type: ignore[attr-defined]
+
+
+async def connect(url: str, heartbeat_seconds: int | None = None) -> AbstractRobustConnection:
+    """A connection that reconnects by itself; ``UNAVAILABLE`` if no node is there.
+
+    ``url`` names one RabbitMQ node or several (:func:`~orbit_sdk.amqp_nodes.split_nodes`):
+    the connection starts at one picked at random, so a cluster's clients spread
+    over its nodes, and moves on to the next when its node goes away.
     ``heartbeat_seconds`` asks for AMQP heartbeats that often (unless the URL
     sets its own): a process that freezes then loses its connection, and the
     broker hands its unacked messages to others, within about twice that.
 
     Raises:
-        OrbitError: ``UNAVAILABLE``, naming the broker (without its password).
+        OrbitError: ``UNAVAILABLE``, naming the nodes (without their passwords).
     """
-    target = URL(url)
-    if heartbeat_seconds is not None and "heartbeat" not in target.query:
-        target = target.update_query(heartbeat=str(heartbeat_seconds))
     try:
-        connection = await aio_pika.connect_robust(
-            target, client_properties={"connection_name": "orbit"}
-        )
+        nodes = [URL(node) for node in split_nodes(url)]
+    except ValueError as error:
+        raise OrbitError(ErrorCode.INVALID_SETTINGS, f"ORBIT_AMQP_URL: {error}") from None
+    if heartbeat_seconds is not None:
+        nodes = [
+            node
+            if "heartbeat" in node.query
+            else node.update_query(heartbeat=str(heartbeat_seconds))
+            for node in nodes
+        ]
+    connection = NodesConnection(
+        nodes, random.randrange(len(nodes)), client_properties={"connection_name": "orbit"}
+    )
+    try:
+        await connection.connect(timeout=CONNECT_TIMEOUT_SECONDS)
     except (OSError, aio_pika.exceptions.AMQPError) as error:
         raise unreachable("RabbitMQ", url, error) from error
     connection.close_callbacks.add(_on_closed)

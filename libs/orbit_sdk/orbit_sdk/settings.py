@@ -16,6 +16,7 @@ from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from orbit_model.errors import ErrorCode, OrbitError
+from orbit_sdk.amqp_nodes import split_nodes
 from orbit_sdk.credentials import saved_broker_url
 
 S = TypeVar("S", bound=BaseSettings)
@@ -34,6 +35,9 @@ class ClientSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="ORBIT_", extra="ignore", frozen=True)
 
     amqp_url: str = "amqp://guest:guest@127.0.0.1:5672/"
+    """RabbitMQ: one node's URL, or a cluster's nodes, comma-separated
+    (:mod:`orbit_sdk.amqp_nodes`); a process connects to one and moves on to
+    another when it goes away."""
     namespace: str = Field("orbit", pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
     """Prefix of every exchange and queue, so installations can share a broker."""
     decider_partitions: int = Field(32, ge=1, le=1024)
@@ -48,8 +52,9 @@ class ClientSettings(BaseSettings):
     @field_validator("amqp_url")
     @classmethod
     def _amqp_url(cls, value: str) -> str:
-        if not value.startswith(("amqp://", "amqps://")):
+        if "," not in value and not value.startswith(("amqp://", "amqps://")):
             raise ValueError("must be an amqp:// or amqps:// URL")
+        split_nodes(value)  # a bad list says which entry, and why
         return value
 
     @model_validator(mode="after")

@@ -36,7 +36,6 @@ from aio_pika.abc import (
 from orbit_model.broker_roles import Role
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.messages import DeciderInput, MalformedMessage, decode_decider_input
-from orbit_model.topology import Topology
 from orbit_sdk.amqp import Publisher, connect, open_channel, translated
 from orbit_sdk.logs import LogThrottle
 from orbit_services.decider.deciding import Committed, Deciding
@@ -99,7 +98,7 @@ class DeciderService:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.topology = Topology(settings.namespace, settings.decider_partitions)
+        self.topology = settings.topology
         self._inbox: asyncio.Queue[_Received] = asyncio.Queue()
         self._committed: asyncio.Queue[tuple[list[_Received], Committed]] = asyncio.Queue(
             maxsize=_SETTLE_AHEAD

@@ -41,7 +41,6 @@ from orbit_model.messages import (
     decode_control_request,
     encode,
 )
-from orbit_model.topology import Topology
 from orbit_sdk.amqp import Publisher, connect, open_channel
 from orbit_services.dispatcher.control import ControlHandler, control_error
 from orbit_services.dispatcher.dead_letters import DeadLetterReporter
@@ -98,7 +97,7 @@ class DispatcherService:
 
     def __init__(self, settings: Settings, stop_timeout: float = 10.0):
         self.settings = settings
-        self.topology = Topology(settings.namespace, settings.decider_partitions)
+        self.topology = settings.topology
         self.stop_timeout = stop_timeout
         self._store: EventStore | None = None
         self._connection: AbstractRobustConnection | None = None

@@ -12,7 +12,6 @@ from aio_pika.abc import AbstractQueue, AbstractRobustConnection
 
 from orbit_model.broker_roles import Role
 from orbit_model.errors import ErrorCode, OrbitError
-from orbit_model.topology import Topology
 from orbit_sdk.amqp import Publisher, connect, open_channel
 from orbit_services.gateway.app import create_app
 from orbit_services.gateway.auth import AUTH_DISABLED_WARNING
@@ -79,7 +78,7 @@ class GatewayService:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.topology = Topology(settings.namespace, settings.decider_partitions)
+        self.topology = settings.topology
         self._store: EventStore | None = None
         self._connection: AbstractRobustConnection | None = None
         self._sweeper: asyncio.Task[None] | None = None

@@ -2,7 +2,10 @@
 
 Queues are durable quorum queues with a delivery limit and a dead-letter
 exchange (:meth:`~orbit_model.topology.Topology.queue_arguments`): a message
-that keeps failing is parked in ``NS.dead-letter``, never looped. The
+that keeps failing is parked in ``NS.dead-letter``, never looped. Each is
+made with ``ORBIT_QUEUE_REPLICAS`` replicas on a cluster; one that exists with
+another count, or none (made by an Orbit from before), is used as it is,
+since RabbitMQ refuses to declare a queue again with other arguments. The
 connection and the publisher are the SDK's (:mod:`orbit_sdk.amqp`), counted
 in the services' metrics (``orbit_services.runtime.metrics``).
 """
@@ -15,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 import aio_pika
+import aiormq
 from aio_pika.abc import (
     AbstractChannel,
     AbstractIncomingMessage,
@@ -22,7 +26,7 @@ from aio_pika.abc import (
     ConsumerTag,
 )
 
-from orbit_model.topology import Topology, task_key
+from orbit_model.topology import REPLICAS_ARGUMENT, Topology, task_key
 from orbit_sdk.amqp import translated
 from orbit_services.runtime import metrics
 
@@ -59,12 +63,54 @@ async def declare_queue(
     Raises:
         OrbitError: ``UNAVAILABLE`` when the broker refuses or is away.
     """
-    with translated(f"declaring queue {name!r}"):
-        queue = await channel.declare_queue(
-            name, durable=True, arguments=topology.queue_arguments(single_active_consumer)
-        )
+    queue = await _declare(channel, name, topology.queue_arguments(single_active_consumer))
+    with translated(f"binding queue {name!r}"):
         await queue.bind(exchange, routing_key)
     return queue
+
+
+_kept_as_they_are: list[str] = []
+"""The first queue this process found with another replica count (it is logged once)."""
+
+
+async def _declare(channel: AbstractChannel, name: str, arguments: dict[str, Any]) -> AbstractQueue:
+    """The durable queue ``name`` with ``arguments``, or as it is if it exists with
+    another replica count (or none)."""
+    with translated(f"declaring queue {name!r}"):
+        if await _replicas_agree(channel, name, arguments):
+            return await channel.declare_queue(name, durable=True, arguments=arguments)
+        if not _kept_as_they_are:  # once per process: an upgrade keeps many
+            _kept_as_they_are.append(name)
+            log.info(
+                "queue %s (and perhaps others) was made with another replica count, or by"
+                " an older Orbit: used as it is; `rabbitmq-queues grow` or `shrink` change"
+                " the replicas of a queue",
+                name,
+                extra={"action": "queue.replicas_kept"},
+            )
+        return await channel.declare_queue(name, passive=True)
+
+
+async def _replicas_agree(channel: AbstractChannel, name: str, arguments: dict[str, Any]) -> bool:
+    """Declare ``name`` with ``arguments`` on a throwaway channel: whether RabbitMQ took
+    them, False if it refused them for the replica count alone.
+
+    A refused declaration closes its channel, and the robust channel of the
+    caller must not be the one closed (its consumers and publishes would go
+    with it), so the first try is made on a plain channel of the same connection.
+    """
+    underlay = await channel.get_underlay_channel()
+    probe = await underlay.connection.channel(publisher_confirms=False)
+    try:
+        await probe.queue_declare(name, durable=True, arguments=arguments)
+    except aiormq.exceptions.ChannelPreconditionFailed as error:
+        if REPLICAS_ARGUMENT in str(error):
+            return False
+        raise
+    finally:
+        if not probe.is_closed:
+            await probe.close()
+    return True
 
 
 async def consume(
@@ -95,15 +141,11 @@ async def declare_topology(channel: AbstractChannel, topology: Topology) -> None
         dead_letter = await channel.declare_exchange(
             topology.dead_letter, aio_pika.ExchangeType.FANOUT, durable=True
         )
-        parked = await channel.declare_queue(
-            topology.dead_letter, durable=True, arguments={"x-queue-type": "quorum"}
-        )
+        parked = await _declare(channel, topology.dead_letter, topology.parked_arguments())
         await parked.bind(dead_letter)
         # No delivery limit and no dead-letter exchange: a report must neither loop
         # back here nor be dropped while the dispatcher waits out an outage.
-        reports = await channel.declare_queue(
-            topology.dead_letter_reports, durable=True, arguments={"x-queue-type": "quorum"}
-        )
+        reports = await _declare(channel, topology.dead_letter_reports, topology.parked_arguments())
         await reports.bind(dead_letter)
         for name in (topology.commands, topology.decider, topology.results, topology.control):
             await channel.declare_exchange(name, aio_pika.ExchangeType.DIRECT, durable=True)

@@ -11,12 +11,12 @@ ten seconds. With ``shared`` there is one user for all, and nothing to check.
 from __future__ import annotations
 
 import logging
-from urllib.parse import unquote, urlsplit
 
 from aio_pika.abc import AbstractIncomingMessage
 
 from orbit_model.broker_roles import Role, role_of, sender_refusal, user_name
 from orbit_model.errors import ErrorCode, OrbitError
+from orbit_sdk.amqp_nodes import login_of
 from orbit_sdk.logs import LogThrottle
 from orbit_services.runtime import metrics
 from orbit_services.runtime.settings import Settings
@@ -31,8 +31,9 @@ SHARED_WARNING = (
 
 
 def amqp_login(amqp_url: str) -> str:
-    """The user an AMQP URL logs in as (``guest`` when it names none, as RabbitMQ does)."""
-    return unquote(urlsplit(amqp_url).username or "guest")
+    """The user an AMQP URL logs in as (``guest`` when it names none, as RabbitMQ does);
+    every node of a list logs in as the same."""
+    return login_of(amqp_url)
 
 
 def check_identity(settings: Settings, role: Role) -> None:

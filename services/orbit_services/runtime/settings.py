@@ -16,6 +16,7 @@ from pydantic_settings import NoDecode
 
 from orbit_model.decider import Limits
 from orbit_model.payloads import DEFAULT_MAX_DEPTH
+from orbit_model.topology import DEFAULT_REPLICAS, Topology
 from orbit_model.snapshots import DEFAULT_SNAPSHOT_EVERY
 from orbit_sdk.settings import ClientSettings, GatewayAddress, SettingsError, load
 from orbit_services.runtime.addresses import AllowList
@@ -107,6 +108,10 @@ class Settings(ClientSettings, GatewayAddress):
     decider_id: str | None = Field(None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@-]{0,127}$")
     """This decider's name among the installation's deciders; unset: host, pid and a
     random suffix. Two deciders must never share one."""
+    queue_replicas: int = Field(DEFAULT_REPLICAS, ge=1, le=99)
+    """Nodes of a RabbitMQ cluster each queue is made on (``x-quorum-initial-group-size``;
+    a node holds one at most, so a single node holds one). A queue that exists keeps
+    the replicas it was made with."""
 
     @field_validator("database_url")
     @classmethod
@@ -159,6 +164,11 @@ class Settings(ClientSettings, GatewayAddress):
         if self.auth_jwks_url is not None and not self.auth_jwt_audience:
             raise ValueError("ORBIT_AUTH_JWKS_URL needs ORBIT_AUTH_JWT_AUDIENCE")
         return self
+
+    @property
+    def topology(self) -> Topology:
+        """The names of every exchange and queue, and how many replicas each queue has."""
+        return Topology(self.namespace, self.decider_partitions, self.queue_replicas)
 
     @property
     def http_allow_list(self) -> AllowList:

@@ -21,7 +21,6 @@ import logging
 from aio_pika.abc import AbstractRobustConnection
 
 from orbit_model.broker_roles import Role
-from orbit_model.topology import Topology
 from orbit_sdk.amqp import Publisher, connect, open_channel
 from orbit_sdk.logs import LogThrottle
 from orbit_services.runtime.broker import declare_topology
@@ -44,7 +43,7 @@ class TimerService:
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.topology = Topology(settings.namespace, settings.decider_partitions)
+        self.topology = settings.topology
         self._store: EventStore | None = None
         self._connection: AbstractRobustConnection | None = None
         self._tasks: list[asyncio.Task[None]] = []
