@@ -16,8 +16,8 @@ from pydantic_settings import NoDecode
 
 from orbit_model.decider import Limits
 from orbit_model.payloads import DEFAULT_MAX_DEPTH
-from orbit_model.topology import DEFAULT_REPLICAS, Topology
 from orbit_model.snapshots import DEFAULT_SNAPSHOT_EVERY
+from orbit_model.topology import DEFAULT_REPLICAS, Topology
 from orbit_sdk.settings import ClientSettings, GatewayAddress, SettingsError, load
 from orbit_services.runtime.addresses import AllowList
 
