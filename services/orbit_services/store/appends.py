@@ -27,6 +27,9 @@ def append_values(appends: Sequence[Append], published: Sequence[int]) -> dict[s
     new = [a for a in ordered if a.events and a.expected_seq == 0]
     old = [a for a in ordered if a.events and a.expected_seq > 0]
     outbox = [message for a in appends for message in a.outbox]
+    # Whose commit wrote each row: the outbox is keyed by execution, as every
+    # per-execution table (docs/scaling.md).
+    outbox_owners = [a.execution_id for a in appends for _ in a.outbox]
     timers = _timer_changes(ordered)
     return {
         **_event_values(ordered),
@@ -35,6 +38,7 @@ def append_values(appends: Sequence[Append], published: Sequence[int]) -> dict[s
         **timers,
         **_snapshot_values(ordered),
         "published_ids": list(published),
+        "outbox_execution_ids": outbox_owners,
         "outbox_exchanges": [m.exchange for m in outbox],
         "outbox_routing_keys": [m.routing_key for m in outbox],
         "outbox_bodies": [m.body for m in outbox],

@@ -113,12 +113,12 @@ published AS (
     DELETE FROM outbox WHERE id = ANY(:published_ids::bigint[])
 ),
 outbox_rows AS (
-    INSERT INTO outbox (exchange, routing_key, body, headers)
-    SELECT m.exchange, m.routing_key, m.body, m.headers
+    INSERT INTO outbox (execution_id, exchange, routing_key, body, headers)
+    SELECT m.execution_id, m.exchange, m.routing_key, m.body, m.headers
     FROM unnest(
-        :outbox_exchanges::text[], :outbox_routing_keys::text[], :outbox_bodies::bytea[],
-        :outbox_headers::jsonb[])
-         WITH ORDINALITY AS m (exchange, routing_key, body, headers, position)
+        :outbox_execution_ids::text[], :outbox_exchanges::text[], :outbox_routing_keys::text[],
+        :outbox_bodies::bytea[], :outbox_headers::jsonb[])
+         WITH ORDINALITY AS m (execution_id, exchange, routing_key, body, headers, position)
     ORDER BY m.position
     RETURNING id
 ),
@@ -203,10 +203,11 @@ SELECT (SELECT count(*) FROM timers WHERE due_at <= :now) AS timers_due,
 # -- timers ------------------------------------------------------------------
 
 TAKE_DUE_TIMERS = S("""
-DELETE FROM timers WHERE ctid IN (
-    SELECT ctid FROM timers WHERE due_at <= :now ORDER BY due_at LIMIT :limit
-    FOR UPDATE SKIP LOCKED)
-RETURNING execution_id, key, due_at
+DELETE FROM timers AS t USING (
+    SELECT execution_id, key FROM timers WHERE due_at <= :now ORDER BY due_at LIMIT :limit
+    FOR UPDATE SKIP LOCKED) AS due
+WHERE t.execution_id = due.execution_id AND t.key = due.key
+RETURNING t.execution_id, t.key, t.due_at
 """)
 
 NEXT_TIMER_DUE = S("SELECT min(due_at) FROM timers")
