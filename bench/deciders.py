@@ -79,6 +79,7 @@ async def run_one(args: argparse.Namespace, deciders: int) -> dict[str, Any]:
         RESULTS / "logs" / f"deciders-{deciders}-{stamp}",
         say=_say,
         deciders=deciders,
+        decider_batch_size=args.batch_size,
     )
     async with stack:
         balanced = await _wait_balanced(stack, deciders)
@@ -107,6 +108,8 @@ async def run_one(args: argparse.Namespace, deciders: int) -> dict[str, Any]:
         "balanced_after_s": round(balanced, 2),
         "steps_per_s": w1["steps_per_s"],
         "wall_s": w1["wall_s"],
+        "decider_batch_size": args.batch_size,
+        "batches_per_step": w1["cost"]["per_step"]["pg_write_transactions"],
         "decider_cpu_ms_per_step": round(decider_cpu * 1000 / w1["steps"], 3),
         "inputs_by_decider": {name: round(value) for name, value in shares.items()},
         "largest_share_over_smallest": round(max(shares.values()) / smallest, 3)
@@ -118,14 +121,15 @@ async def run_one(args: argparse.Namespace, deciders: int) -> dict[str, Any]:
 
 def _table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| deciders | steps/s | decider CPU ms/step | largest/smallest share | inputs by decider |",
-        "|---:|---:|---:|---:|---|",
+        "| deciders | steps/s | decider CPU ms/step | write txns/step | largest/smallest share"
+        " | inputs by decider |",
+        "|---:|---:|---:|---:|---:|---|",
     ]
     for row in rows:
         shares = ", ".join(str(v) for v in row["inputs_by_decider"].values())
         lines.append(
             f"| {row['deciders']} | {row['steps_per_s']} | {row['decider_cpu_ms_per_step']}"
-            f" | {row['largest_share_over_smallest']} | {shares} |"
+            f" | {row['batches_per_step']} | {row['largest_share_over_smallest']} | {shares} |"
         )
     return "\n".join(lines)
 
@@ -134,6 +138,12 @@ async def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.deciders", description=__doc__)
     parser.add_argument("--n", type=int, default=1000, help="W1 executions per run")
     parser.add_argument("--deciders", default="1,2,4", help="decider counts, comma-separated")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        help="ORBIT_DECIDER_BATCH_SIZE of every decider (a control: one decider held to the"
+        " batches four make)",
+    )
     parser.add_argument("--database-url", default="postgresql://postgres@127.0.0.1:5432/postgres")
     parser.add_argument("--amqp-url", default="amqp://guest:guest@127.0.0.1:5672/")
     parser.add_argument("--output", type=Path, default=RESULTS / "deciders.json")

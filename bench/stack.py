@@ -89,6 +89,8 @@ class BenchStack:
     worker_concurrency: int = 64
     deciders: int = 1
     """Decider processes: the first is ``decider``, the others ``decider-2``, ``decider-3``…"""
+    decider_batch_size: int | None = None
+    """``ORBIT_DECIDER_BATCH_SIZE`` of the deciders; None: the default."""
     suffix: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     procs: dict[str, Proc] = field(default_factory=dict)
 
@@ -174,6 +176,8 @@ class BenchStack:
                 "PYTHONPATH": str(ROOT),
             }
         )
+        if name.startswith("decider") and self.decider_batch_size is not None:
+            env["ORBIT_DECIDER_BATCH_SIZE"] = str(self.decider_batch_size)
         if name == "worker":
             env["BENCH_WORKER_METRICS_PORT"] = str(self.metrics_ports[name])
         elif name != "gateway":
