@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import Any, ClassVar
@@ -103,8 +104,8 @@ class _RecordingClient:
 
     urls: ClassVar[list[str]] = []
 
-    def __init__(self, url: str, token: str | None = None) -> None:
-        self.urls.append(url)
+    def __init__(self, url: str | Sequence[str], token: str | None = None) -> None:
+        self.urls.append(url if isinstance(url, str) else ",".join(url))
 
     async def __aenter__(self) -> _RecordingClient:
         return self
@@ -130,6 +131,15 @@ def reached(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     monkeypatch.setattr(_RecordingClient, "urls", urls)
     monkeypatch.setattr(client_module, "OrbitClient", _RecordingClient)
     return urls
+
+
+def test_url_takes_a_list_of_gateways(runner: CliRunner, reached: list[str]) -> None:
+    urls = "http://gw-1:8080, http://gw-2:8080/"
+    assert runner.invoke(app, ["workers", "--json", "--url", urls]).exit_code == 0
+    assert reached == ["http://gw-1:8080,http://gw-2:8080"]
+    bad = runner.invoke(app, ["workers", "--url", "http://gw-1:8080,gw-2:8080"])
+    assert bad.exit_code == 2
+    assert "'gw-2:8080' is not an http:// or https:// URL" in bad.output
 
 
 def test_the_default_url_is_the_local_gateway(runner: CliRunner, reached: list[str]) -> None:

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import builtins
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -64,11 +64,49 @@ def _segment(value: str) -> str:
     return quote(value, safe="")
 
 
+def gateway_urls(url: str | Sequence[str]) -> tuple[str, ...]:
+    """The gateways of ``url``: one base URL, a comma-separated list, or a sequence.
+
+    Raises:
+        ValueError: No URL, or one that is not http:// or https://.
+    """
+    entries = url.split(",") if isinstance(url, str) else list(url)
+    urls = tuple(entry.strip().rstrip("/") for entry in entries if entry.strip())
+    if not urls:
+        raise ValueError("no gateway URL given")
+    for entry in urls:
+        parts = urlsplit(entry)
+        if parts.scheme not in ("http", "https") or not parts.netloc:
+            raise ValueError(f"{entry!r} is not an http:// or https:// URL")
+    return urls
+
+
+_GATEWAY_AWAY = frozenset({502, 503, 504})
+"""Answers that say this gateway (or the proxy before it) cannot serve now."""
+
+
+def _unreachable(urls: Sequence[str], error: Exception) -> OrbitClientError:
+    where = urls[0] if len(urls) == 1 else f"any of {', '.join(urls)}"
+    return OrbitClientError(
+        ErrorCode.UNAVAILABLE, f"cannot reach the gateway at {where}: {error!r}", 0
+    )
+
+
 class OrbitClient:
     """Calls the gateway's ``/v1`` API; use it as an async context manager (or :meth:`close`).
 
+    Given several gateways, it sends each request to the one that last
+    answered, and moves to the next when that one cannot be reached. A request
+    that never reached a gateway (connection refused, no connection within the
+    timeout) is always sent to the next. One that may have reached it (the
+    answer did not come, or came as 502, 503 or 504) is sent again only if
+    sending it twice changes nothing: reads, definitions, starts with an
+    execution id and signals with a request id; anything else fails with
+    ``UNAVAILABLE``, for the caller to decide.
+
     Args:
-        url: The gateway's base URL.
+        url: The gateway's base URL, or several (a sequence, or one string of
+            comma-separated URLs).
         timeout: Seconds a request may take (a ``wait`` adds its own wait to it).
         token: The API token sent with every request (``Authorization: Bearer``); None:
             none is sent (a gateway with ``ORBIT_AUTH=disabled``).
@@ -77,18 +115,22 @@ class OrbitClient:
 
     def __init__(
         self,
-        url: str = "http://127.0.0.1:8080",
+        url: str | Sequence[str] = "http://127.0.0.1:8080",
         timeout: float = 10.0,
         *,
         token: str | None = None,
         transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
-        self.url = url.rstrip("/")
+        self.urls = gateway_urls(url)
+        self._current = 0
         self.timeout = timeout
         headers = {"authorization": f"Bearer {token}"} if token else None
-        self._http = httpx.AsyncClient(
-            base_url=self.url, timeout=timeout, transport=transport, headers=headers
-        )
+        self._http = httpx.AsyncClient(timeout=timeout, transport=transport, headers=headers)
+
+    @property
+    def url(self) -> str:
+        """The gateway requests go to now."""
+        return self.urls[self._current]
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -105,19 +147,42 @@ class OrbitClient:
         await self.close()
 
     async def _request(
-        self, method: str, path: str, *, timeout: float | None = None, **kwargs: Any
+        self,
+        method: str,
+        path: str,
+        *,
+        timeout: float | None = None,
+        idempotent: bool = False,
+        **kwargs: Any,
     ) -> Any:
-        try:
-            response = await self._http.request(
-                method, path, timeout=timeout or self.timeout, **kwargs
-            )
-        except httpx.TransportError as error:
-            raise OrbitClientError(
-                ErrorCode.UNAVAILABLE, f"cannot reach the gateway at {self.url}: {error!r}", 0
-            ) from error
-        if response.is_error:
-            raise _error_of(response)
-        return response.json() if response.content else None
+        """Send one request, moving to the next gateway as the class says."""
+        repeatable = idempotent or method == "GET"
+        # Each request walks the gateways from the one that answered last, on its own:
+        # concurrent requests failing on the same gateway must not turn each other back.
+        start = self._current
+        order = [(start + step) % len(self.urls) for step in range(len(self.urls))]
+        for index in order:
+            url = self.urls[index]
+            more = index != order[-1]
+            try:
+                response = await self._http.request(
+                    method, url + path, timeout=timeout or self.timeout, **kwargs
+                )
+            except (httpx.ConnectError, httpx.ConnectTimeout) as error:
+                if more:  # it never got there: any request may go to the next
+                    continue
+                raise _unreachable(self.urls, error) from error
+            except httpx.TransportError as error:
+                if more and repeatable:
+                    continue
+                raise _unreachable((url,), error) from error
+            if response.status_code in _GATEWAY_AWAY and more and repeatable:
+                continue
+            self._current = index  # the next requests go where this one was answered
+            if response.is_error:
+                raise _error_of(response)
+            return response.json() if response.content else None
+        raise AssertionError("unreachable: the last gateway answers or raises")
 
     # -- definitions ------------------------------------------------------------
 
@@ -150,6 +215,7 @@ class OrbitClient:
                     "/v1/definitions",
                     content=text.encode(),
                     headers={"content-type": "application/yaml"},
+                    idempotent=True,  # the same definition again is "created: false"
                 )
             )
         return results
@@ -184,7 +250,10 @@ class OrbitClient:
             body["version"] = version
         if execution_id is not None:
             body["execution_id"] = execution_id
-        result: dict[str, Any] = await self._request("POST", "/v1/executions", json=body)
+        # With its id, a start sent twice starts it once ("created: false").
+        result: dict[str, Any] = await self._request(
+            "POST", "/v1/executions", json=body, idempotent=execution_id is not None
+        )
         return result
 
     async def get(self, execution_id: str) -> dict[str, Any]:
@@ -229,6 +298,7 @@ class OrbitClient:
             f"/v1/executions/{_segment(execution_id)}/signals/{_segment(name)}",
             json=payload,
             params=None if request_id is None else {"request_id": request_id},
+            idempotent=request_id is not None,
         )
         return int(result["seq"])
 

@@ -15,7 +15,6 @@ import sys
 from collections.abc import Awaitable, Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, NoReturn, TypeVar
-from urllib.parse import urlsplit
 
 import typer
 
@@ -57,7 +56,8 @@ Url = Annotated[
         callback=gateway_url,
         show_default=False,
         help=(
-            "The gateway's base URL. Default: the gateway of this environment,"
+            "The gateway's base URL, or several, comma-separated (each request goes to the"
+            " next when one cannot be reached). Default: the gateway of this environment,"
             " http://ORBIT_HTTP_HOST:ORBIT_HTTP_PORT (127.0.0.1:8080 when they are unset;"
             " a wildcard host is reached on loopback)."
         ),
@@ -114,16 +114,18 @@ def call(url: str, work: Callable[[OrbitClient], Awaitable[T]], token: str | Non
     import httpx  # noqa: PLC0415
 
     from orbit_model.errors import ErrorCode  # noqa: PLC0415
-    from orbit_sdk.client import OrbitClient  # noqa: PLC0415
+    from orbit_sdk.client import OrbitClient, gateway_urls  # noqa: PLC0415
 
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        raise typer.BadParameter(f"{url!r} is not an http:// or https:// URL", param_hint="--url")
+    try:
+        urls = gateway_urls(url)
+    except ValueError as error:
+        raise typer.BadParameter(str(error), param_hint="--url") from None
 
     from orbit_sdk.credentials import token_for  # noqa: PLC0415
 
     async def with_client() -> T:
-        async with OrbitClient(url, token=token or token_for(url)) as client:
+        # One installation behind every gateway: the token saved for the first serves all.
+        async with OrbitClient(urls, token=token or token_for(urls[0])) as client:
             return await work(client)
 
     try:
