@@ -718,25 +718,33 @@ async def test_heartbeats_read_only_what_was_appended_since_the_last(
     await store.append([Append("hb-1", 0, [created, *decided], state)])
     (token,) = [u.token for u in state.units.values() if u.token]
     registration = await harness.register(("greet", "1"))
+    # Every state the dispatcher's cache brings up to date is read through
+    # store.snapshots.read (the last snapshot newer than what it holds, and the
+    # events after): what it asked for and what came back.
     reads: list[dict[str, int]] = []
+    answers: list[tuple[int, int]] = []  # (snapshots, events) in each answer
     dispatchers_store = harness.dispatcher._store
     assert dispatchers_store is not None
-    read = dispatchers_store.read_new_events
+    read = dispatchers_store.snapshots.read
 
     async def counted(after: Any) -> Any:
         reads.append(dict(after))
-        return await read(after)
+        loaded = await read(after)
+        answers.append((len(loaded.snapshots), sum(map(len, loaded.events.values()))))
+        return loaded
 
-    monkeypatch.setattr(dispatchers_store, "read_new_events", counted)
+    monkeypatch.setattr(dispatchers_store.snapshots, "read", counted)
     beat = Heartbeat(
         session_id=registration.session_id,
         inflight=(InflightTask(execution_id="hb-1", token=token),),
     )
     assert await harness.control(beat) == HeartbeatReply()  # the token is live
     assert await harness.control(beat) == HeartbeatReply()
-    assert reads == [{"hb-1": 0}, {"hb-1": state.last_seq}]  # the second reads nothing old
+    assert reads == [{"hb-1": 0}, {"hb-1": state.last_seq}]  # the second asks nothing old
+    assert answers == [(0, state.last_seq), (0, 0)]  # and is given nothing
     # The unit is resolved meanwhile: the next heartbeat reads that and says stop.
     succeeded = StepSucceeded(unit="greet", output={"greeting": "hi"}, attempt=1)
     await store.append([Append("hb-1", state.last_seq, [succeeded], evolve(state, succeeded))])
     assert await harness.control(beat) == HeartbeatReply(cancel=(token,))
     assert reads[-1] == {"hb-1": state.last_seq}
+    assert answers[-1] == (0, 1)  # only the one event appended since
