@@ -141,7 +141,7 @@ def table(result: dict[str, Any]) -> str:
             ),
         ]
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
-    for index, row in enumerate(rows):
+    for index, row in enumerate(rows if len(rows) > 1 else []):
         out.append("  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip())
         if index == 0:
             out.append("  ".join("-" * width for width in widths))
@@ -150,6 +150,7 @@ def table(result: dict[str, Any]) -> str:
             cost = w[key].get("cost") or w[key].get("cost_signal_phase")
             cpu = ", ".join(f"{k} {v:.1f}" for k, v in cost["cpu_seconds"].items())
             out.append(f"{key} CPU seconds over {cost['interval_s']} s: {cpu}")
+    out += _huge_lines(w)
     out.append("")
     out.append(
         "Statements and messages are Orbit's own counters (orbit_postgres_statements_total,"
@@ -157,3 +158,45 @@ def table(result: dict[str, Any]) -> str:
     )
     out.append("write transactions and WAL are Postgres's, for the whole cluster.")
     return "\n".join(out)
+
+
+def _huge_lines(w: dict[str, Any]) -> list[str]:
+    """W5 and W6 (bench/huge.py), when they ran."""
+    out: list[str] = []
+    if "W5" in w and "small" in w["W5"]:
+        r = w["W5"]
+        out.append("")
+        out.append("W5, one for (concurrency 200):  elements  wall s  ms/el  decider CPU ms/el")
+        for size in ("small", "large"):
+            f = r[size]
+            out.append(
+                f"  {f['elements']:>31}  {f['wall_s']:>6.1f}  {f['ms_per_element']:>5.3f}"
+                f"  {f['decider_cpu_ms_per_element']:>17.3f}"
+            )
+        out.append(
+            f"  decider CPU per element, large / small: "
+            f"{r['decider_cpu_per_element_large_over_small']} ({r['target']})"
+        )
+    if "W6" in w and "small" in w["W6"]:
+        r = w["W6"]
+        out.append("")
+        out.append("W6, 500 signals:  events  decider ms/turn  CPU ms/signal  decider RSS MiB")
+        for size in ("small", "large"):
+            f = r[size]
+            out.append(
+                f"  {f['events_after']:>14}  {f['decider_ms_per_turn']:>14.3f}"
+                f"  {f['decider_cpu_ms_per_signal']:>13.3f}  {f['decider_rss_mib']:>15}"
+            )
+        out.append(
+            f"  large / small: turn {r['decider_ms_per_turn_large_over_small']},"
+            f" CPU {r['decider_cpu_per_signal_large_over_small']},"
+            f" RSS {r['decider_rss_large_over_small']} ({r['target']})"
+        )
+        for size in ("small", "large"):
+            load = r[size]["cold_load"]
+            out.append(
+                f"  cold load of {load['events']} events: {load['from_snapshot_ms']} ms from the"
+                f" snapshot at {load['snapshot_seq']}, {load['full_replay_ms']} ms replayed;"
+                f" state {load['state_mib']} MiB ({load['state_bytes_per_event']} B/event)"
+            )
+    return out

@@ -21,14 +21,22 @@ from typing import Any
 import aio_pika
 import asyncpg
 
-from bench import limits, procs, workloads
+from bench import huge, limits, procs, workloads
 from bench.counters import Counters
 from bench.report import table
 from bench.stack import ROOT, BenchStack
 
 RESULTS = ROOT / "bench" / "results"
-DEFAULTS = {"W1": 1000, "W2": 100, "W3": 20, "W4": 20_000}
-QUICK = {"W1": 200, "W2": 20, "W3": 10, "W4": 2_000}
+DEFAULTS = {"W1": 1000, "W2": 100, "W3": 20, "W4": 20_000, "W5": 10_000, "W6": 50_000}
+QUICK = {"W1": 200, "W2": 20, "W3": 10, "W4": 2_000, "W5": 1_000, "W6": 5_000}
+RUNNERS = {
+    "W1": workloads.w1,
+    "W2": workloads.w2,
+    "W3": workloads.w3,
+    "W4": workloads.w4,
+    "W5": huge.w5,
+    "W6": huge.w6,
+}
 NOTE = (
     "All on one 2-core machine: the four services (one process each), Postgres, RabbitMQ,"
     " the worker process and the bench itself share its cores."
@@ -42,10 +50,14 @@ def _say(line: str) -> None:
 def _args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__)
     parser.add_argument(
-        "--quick", action="store_true", help="smaller sizes (W1 200, W2 20, W3 10, W4 2000)"
+        "--quick",
+        action="store_true",
+        help="smaller sizes (W1 200, W2 20, W3 10, W4 2000, W5 1000, W6 5000)",
     )
     parser.add_argument(
-        "--workloads", default="W1,W2,W3,W4", help="comma-separated, of W1,W2,W3,W4"
+        "--workloads",
+        default="W1,W2,W3,W4",
+        help="comma-separated, of W1-W6 (W5 and W6, one huge execution, only when named)",
     )
     parser.add_argument("--n", type=int, help="the size of every workload chosen (overrides)")
     for key in DEFAULTS:
@@ -80,12 +92,22 @@ async def _versions(database_url: str, amqp_url: str) -> dict[str, str]:
     return {"postgres": postgres, "rabbitmq": rabbit, "postgres_settings": commit}
 
 
+def _huge_stack(chosen: list[str]) -> dict[str, Any]:
+    """What W5 and W6 need of the stack: their workflows, and W6 a longer history."""
+    options: dict[str, Any] = {}
+    if {"W5", "W6"} & set(chosen):
+        options["definitions"] = huge.DEFINITIONS
+    if "W6" in chosen:
+        options["service_env"] = {"ORBIT_MAX_HISTORY_EVENTS": str(huge.W6_HISTORY_LIMIT)}
+    return options
+
+
 async def main(argv: list[str] | None = None) -> int:
     args = _args(argv)
     chosen = [w.strip().upper() for w in args.workloads.split(",") if w.strip()]
     unknown = [w for w in chosen if w not in DEFAULTS]
     if unknown:
-        print(f"unknown workload {unknown[0]}; the workloads are W1, W2, W3, W4", file=sys.stderr)
+        print(f"unknown workload {unknown[0]}; the workloads are W1 to W6", file=sys.stderr)
         return 2
     sizes = dict(QUICK if args.quick else DEFAULTS)
     for key in DEFAULTS:
@@ -118,6 +140,7 @@ async def main(argv: list[str] | None = None) -> int:
         RESULTS / "logs" / stamp,
         say=_say,
         worker_concurrency=args.worker_concurrency,
+        **_huge_stack(chosen),
     )
     async with stack:
         result["orbit"] = {
@@ -172,15 +195,9 @@ async def main(argv: list[str] | None = None) -> int:
                 "  idle: "
                 f"{result['idle_background']['pg_write_transactions_per_s']} write transactions/s"
             )
-            runners = {
-                "W1": workloads.w1,
-                "W2": workloads.w2,
-                "W3": workloads.w3,
-                "W4": workloads.w4,
-            }
             for key in chosen:
                 try:
-                    result["workloads"][key] = await runners[key](stack, counters, _say, sizes[key])
+                    result["workloads"][key] = await RUNNERS[key](stack, counters, _say, sizes[key])
                 except workloads.CheckFailed as error:
                     failed = str(error)
                     result["workloads"][key] = {"failed": failed}

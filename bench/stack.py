@@ -91,6 +91,10 @@ class BenchStack:
     """Decider processes: the first is ``decider``, the others ``decider-2``, ``decider-3``…"""
     decider_batch_size: int | None = None
     """``ORBIT_DECIDER_BATCH_SIZE`` of the deciders; None: the default."""
+    definitions: dict[str, str] = field(default_factory=dict)
+    """Workflows deployed besides bench/workflows.py's (W5's and W6's)."""
+    service_env: dict[str, str] = field(default_factory=dict)
+    """More ``ORBIT_*`` settings of every service (W6's history limit)."""
     suffix: str = field(default_factory=lambda: uuid.uuid4().hex[:8])
     procs: dict[str, Proc] = field(default_factory=dict)
 
@@ -176,6 +180,8 @@ class BenchStack:
                 "PYTHONPATH": str(ROOT),
             }
         )
+        if name != "worker":
+            env.update(self.service_env)
         if name.startswith("decider") and self.decider_batch_size is not None:
             env["ORBIT_DECIDER_BATCH_SIZE"] = str(self.decider_batch_size)
         if name == "worker":
@@ -222,12 +228,25 @@ class BenchStack:
             await self._spawn(name, "service", name.partition("-")[0])
         await self._wait_gateway()
         self.say(f"services up: {', '.join(f'{p.name}={p.pid}' for p in self.procs.values())}")
-        for name, text in workflows.DEFINITIONS.items():
+        for name, text in {**workflows.DEFINITIONS, **self.definitions}.items():
             await self.client.deploy(text)
             self.say(f"  deployed {name}")
         await self._spawn("worker", "worker", "bench.tasks:worker")
         await self._wait_consumers()
         self.say(f"worker up: pid {self.procs['worker'].pid}")
+
+    async def restart(self, name: str) -> Proc:
+        """Stop service ``name`` (SIGTERM: it hands its work over) and start it afresh, so
+        what it measures next owes nothing to what it held before; back once every
+        engine queue has a consumer again."""
+        old = self.procs[name]
+        old.process.send_signal(signal.SIGTERM)
+        await asyncio.wait_for(old.process.wait(), 30)
+        old.log.close()
+        self.log_dir.joinpath(f"{name}.log").rename(self.log_dir / f"{name}.{old.pid}.log")
+        proc = await self._spawn(name, "service", name.partition("-")[0])
+        await self._wait_consumers()
+        return proc
 
     async def _make_token(self) -> None:
         """An admin token for the bench's client, made on the database as an operator would."""
