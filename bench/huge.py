@@ -62,7 +62,7 @@ steps:
     input: {{value: '${{ item }}'}}
 output:
   count: ${{ size(steps.each.output) }}
-  total: ${{ steps.each.output.map(s, s.value).sum() }}
+  outputs: ${{ steps.each.output }}
 """
 )
 
@@ -111,7 +111,9 @@ _DECIDER_METRICS = (
 
 
 def _expected_for(size: int) -> dict[str, Any]:
-    return {"count": size, "total": sum(n + 1 for n in range(size))}
+    # Not a ``map`` over the outputs: the CEL library's map is quadratic (2.8 s over
+    # 10,000 elements, 33 ms over 1,000), a cost of the expression and not of the fan-out.
+    return {"count": size, "outputs": [{"value": n + 1} for n in range(size)]}
 
 
 def _cpu(stack: BenchStack, name: str) -> float:

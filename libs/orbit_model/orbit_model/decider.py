@@ -247,14 +247,15 @@ class _Round:
         if events or not all_done:
             return events
         try:
-            self._output()
+            # Once: over a large fan-out's outputs an evaluation is not cheap.
+            output = self._output()
         except OrbitError as error:
             failed = failure(error.code, f"the workflow output: {error.message}")
             return [CompensationStarted(cause="failed", error=failed)]
         cleanup = self._progress_finally()
         if cleanup is not None:
             return cleanup
-        return [WorkflowCompleted(output=self._output())]
+        return [WorkflowCompleted(output=output)]
 
     def _progress_finally(self) -> list[Event] | None:
         """Events for ``finally`` steps, ``[]`` while waiting, None once all are resolved."""

@@ -31,7 +31,22 @@ FOLD_REVISION = 1
 """Bump when the fold gives a different state for the same events (models unchanged)."""
 
 DEFAULT_SNAPSHOT_EVERY = 500
-"""Events between two snapshots of an execution, by default (``ORBIT_SNAPSHOT_EVERY``)."""
+"""Events between two snapshots of an execution, by default (``ORBIT_SNAPSHOT_EVERY``),
+while its history is short (:data:`SNAPSHOT_SHARE`)."""
+
+SNAPSHOT_SHARE = 10
+"""Past ``SNAPSHOT_SHARE`` times K events, the next snapshot comes after a
+``1/SNAPSHOT_SHARE`` of the history rather than after K events.
+
+Writing a snapshot costs in proportion to the state, and so to the history:
+at a fixed K, a history of n events would pay n/K snapshots of up to n events
+each, O(n²/K) in all, and every event would cost more as the history grows
+(measured: a ``for`` over 10,000 elements, 30,000 events, took 17 s instead of
+11 s without snapshots, Postgres storing 60 snapshots of up to 3 MiB). With the
+gap growing with the history, each snapshot is paid for by at least a tenth
+of its size in new events: a constant share of each event, whatever the
+history holds. A cold load then folds at most K events, or a tenth of the
+history, past its snapshot."""
 
 
 def _fingerprint() -> str:
@@ -55,12 +70,22 @@ SNAPSHOT_VERSION = f"{FOLD_REVISION}.{_fingerprint()}"
 """What a snapshot must have been written with to be used."""
 
 
+def _next_point(seq: int, every: int) -> int:
+    """The first seq after ``seq`` at which a snapshot is due: K, 2K, … up to
+    ``SNAPSHOT_SHARE`` K, then each point a tenth past the one before."""
+    point = every
+    while point <= seq:
+        point += max(every, point // SNAPSHOT_SHARE)
+    return point
+
+
 def snapshot_due(before_seq: int, after_seq: int, every: int | None) -> bool:
     """Whether an append taking an execution from ``before_seq`` to ``after_seq`` crosses
-    a multiple of ``every`` (None or 0: never)."""
+    a snapshot point: every ``every`` events (None or 0: never), then every tenth of
+    the history once that is more (:data:`SNAPSHOT_SHARE`)."""
     if not every or after_seq <= before_seq:
         return False
-    return before_seq // every < after_seq // every
+    return _next_point(before_seq, every) <= after_seq
 
 
 def encode_snapshot(state: ExecutionState) -> str:
@@ -84,6 +109,7 @@ def decode_snapshot(text: str | bytes, seq: int) -> ExecutionState | None:
 __all__ = [
     "DEFAULT_SNAPSHOT_EVERY",
     "FOLD_REVISION",
+    "SNAPSHOT_SHARE",
     "SNAPSHOT_VERSION",
     "decode_snapshot",
     "encode_snapshot",

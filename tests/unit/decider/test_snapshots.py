@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from orbit_model.events import Event
 from orbit_model.snapshots import (
+    SNAPSHOT_SHARE,
     SNAPSHOT_VERSION,
     decode_snapshot,
     encode_snapshot,
@@ -139,6 +140,34 @@ def test_a_snapshot_is_due_when_an_append_crosses_a_multiple_of_k() -> None:
     assert snapshot_due(999, 1000, 500)
     assert not snapshot_due(0, 10_000, 0)
     assert not snapshot_due(0, 10_000, None)
+
+
+def test_past_ten_k_events_a_snapshot_is_due_every_tenth_of_the_history() -> None:
+    assert snapshot_due(4_999, 5_000, 500)
+    assert not snapshot_due(5_000, 5_499, 500)
+    assert snapshot_due(5_499, 5_500, 500)  # 5,000 + 500
+    assert not snapshot_due(5_500, 6_049, 500)
+    assert snapshot_due(6_049, 6_050, 500)  # 5,500 + 550
+    assert snapshot_due(6_049, 6_050 + 10_000, 500)
+
+
+@given(st.integers(1, 2_000), st.integers(0, 2_000_000))
+def test_snapshots_are_k_or_a_tenth_of_the_history_apart(every: int, seq: int) -> None:
+    # From any seq, the next snapshot is at most K or a tenth of the history away:
+    # the tail a cold load folds.
+    low, high = seq, seq + max(every, seq // SNAPSHOT_SHARE)
+    assert snapshot_due(seq, high, every)
+    while high - low > 1:  # the next point, by bisection: crossing it is monotone
+        middle = (low + high) // 2
+        if snapshot_due(seq, middle, every):
+            high = middle
+        else:
+            low = middle
+    # The one after it comes exactly K or a tenth of it later, whichever is more:
+    # each snapshot is paid for by that many new events.
+    gap = max(every, high // SNAPSHOT_SHARE)
+    assert not snapshot_due(high, high + gap - 1, every)
+    assert snapshot_due(high, high + gap, every)
 
 
 def _fixed_history() -> list[Event]:
