@@ -264,6 +264,8 @@ async def _probe(stack: BenchStack, counters: Counters, eid: str, seq: int) -> d
         "decider_rss_mib_before": rss_before,
         "decider_rss_mib": _rss_mib(stack, "decider"),
         "decider_peak_rss_mib": _rss_mib(stack, "decider", "VmHWM"),
+        "gateway_rss_mib": _rss_mib(stack, "gateway"),
+        "gateway_rss_is": "the gateway folds the state too, to accept each signal",
         "cost": delta,
     }
 
