@@ -42,7 +42,7 @@ Writing a snapshot costs in proportion to the state, and so to the history:
 at a fixed K, a history of n events would pay n/K snapshots of up to n events
 each, O(n²/K) in all, and every event would cost more as the history grows
 (measured: a ``for`` over 10,000 elements, 30,000 events, took 17 s instead of
-11 s without snapshots, Postgres storing 60 snapshots of up to 3 MiB). With the
+11 s without snapshots, Postgres storing 60 snapshots of up to 3.3 MiB). With the
 gap growing with the history, each snapshot is paid for by at least a tenth
 of its size in new events: a constant share of each event, whatever the
 history holds. A cold load then folds at most K events, or a tenth of the
