@@ -18,6 +18,7 @@ def orbit_env_vars(settings: Settings, **extra: str) -> dict[str, str]:
         "ORBIT_BROKER_AUTH": settings.broker_auth,
         "ORBIT_NAMESPACE": settings.namespace,
         "ORBIT_DECIDER_PARTITIONS": str(settings.decider_partitions),
+        "ORBIT_QUEUE_REPLICAS": str(settings.queue_replicas),
         "ORBIT_HEARTBEAT_INTERVAL_MS": str(settings.heartbeat_interval_ms),
         "ORBIT_SESSION_TIMEOUT_MS": str(settings.session_timeout_ms),
         "ORBIT_LOG_LEVEL": "WARNING",
