@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 PYTEST_WORKERS ?= auto
 
-.PHONY: install test lint format demo bench lock asyncapi clean compose-secrets
+.PHONY: install test test-cluster lint format demo bench lock asyncapi clean compose-secrets
 
 install: $(VENV)/.installed
 
@@ -23,6 +23,11 @@ $(VENV)/.installed: requirements.lock pyproject.toml $(PROJECTS)
 
 test: install
 	$(BIN)/pytest -n $(PYTEST_WORKERS)
+
+# The RabbitMQ cluster test: three nodes of its own (ops/rabbitmq/cluster.sh) and
+# eleven service processes, too heavy beside the rest, so on its own.
+test-cluster: install
+	$(BIN)/pytest -m cluster
 
 # import-linter keeps the boundaries: the model imports nothing of the others, the
 # SDK nothing of the server, no service another, and only the store imports asyncpg.

@@ -34,14 +34,14 @@ import contextlib
 import itertools
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import asyncpg
 import httpx
 import pytest
 
-from orbit_sdk.client import OrbitClient
+from orbit_sdk.client import OrbitClient, OrbitClientError
 from orbit_services.runtime.settings import Settings
 from orbit_services.store import EventStore
 from tests.e2e.stack import free_port
@@ -138,6 +138,8 @@ class Load:
     stop_seconds: float = 0.0
     gone: list[Sample] | None = None
     after: list[Sample] | None = None
+    retried: list[str] = field(default_factory=list)
+    """The starts asked again, and why."""
 
 
 async def test_the_node_leading_the_decider_partitions_stops_under_load(
@@ -162,7 +164,8 @@ async def test_the_node_leading_the_decider_partitions_stops_under_load(
         f"cluster up in {up - began:.1f} s; node {load.leader} (leading every decider"
         f" partition, {load.connections} connections) stopped in {load.stop_seconds:.1f} s;"
         f" longest time without a completion: {pause:.2f} s after the stop,"
-        f" {before:.2f} s before it; the test took {time.monotonic() - began:.1f} s"
+        f" {before:.2f} s before it; starts asked again: {load.retried};"
+        f" the test took {time.monotonic() - began:.1f} s"
     )
     assert pause < PAUSE_BOUND_SECONDS
 
@@ -233,10 +236,7 @@ async def _waves(
             load.gone = await running.samples()
         chunk = load.ids[wave * per_wave : (wave + 1) * per_wave]
         await asyncio.gather(
-            *(
-                clients[n % 2].start("hops", {"n": 1}, execution_id=execution_id)
-                for n, execution_id in enumerate(chunk)
-            )
+            *(_start(clients[n % 2], execution_id, load) for n, execution_id in enumerate(chunk))
         )
         if wave == STOP_AFTER_WAVE:
             load.stopped_at = time.time()
@@ -249,6 +249,22 @@ async def _waves(
         interval=0.2,
         what="every execution completing",
     )
+
+
+async def _start(client: OrbitClient, execution_id: str, load: Load) -> None:
+    """Start one execution, asked again while the gateway is unavailable (the start is
+    idempotent by its id): an HTTP connection it closed as the request was sent, a 503."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            await client.start("hops", {"n": 1}, execution_id=execution_id)
+        except OrbitClientError as error:
+            if error.code != "UNAVAILABLE" or time.monotonic() > deadline:
+                raise
+            load.retried.append(f"{execution_id}: {error}")
+            await asyncio.sleep(0.2)
+            continue
+        return
 
 
 async def _stop(cluster: Cluster, node: int) -> float:
