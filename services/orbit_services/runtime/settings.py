@@ -82,7 +82,7 @@ class Settings(ClientSettings, GatewayAddress):
     """Requests one HTTP adapter makes at once."""
     max_active_executions: int | None = Field(None, ge=1)
     max_fan_out: int | None = Field(10_000, ge=1)
-    max_history_events: int | None = Field(50_000, ge=10)
+    max_history_events: int | None = Field(100_000, ge=10)
     snapshot_every: int = Field(DEFAULT_SNAPSHOT_EVERY, ge=0)
     """Events between two snapshots of an execution's state, written by the decider
     with its append; a load reads the last one and the events after it. 0: none
