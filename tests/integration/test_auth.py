@@ -64,7 +64,9 @@ def _table() -> list[Row]:
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
         if len(cells) != 3 or not cells[0].startswith("`"):
             continue
-        scope = cells[1].strip("`")
+        # The first scope named is the route's; a note may follow ("and ... with ?wait=").
+        named = re.match(r"`([^`]+)`", cells[1])
+        scope = named[1] if named else cells[1]
         for route in re.findall(r"`(GET|POST) ([^`]+)`", cells[0]):
             rows.append(Row(route[0], route[1], scope, cells[2]))
     return rows
@@ -149,6 +151,8 @@ def _request(row: Row, world: Fixture, workflow: str) -> dict[str, Any]:
         request.update(content=_workflow(workflow), headers=YAML)
     elif row.path == "/v1/executions" and row.method == "POST":
         request["json"] = {"workflow": workflow}
+    elif row.path == "/v1/executions/batch":
+        request["json"] = {"executions": [{"workflow": workflow}]}
     elif row.path.endswith("/signals/{name}"):
         request["json"] = {}
     elif row.path.endswith("/cancel"):
@@ -205,6 +209,23 @@ async def test_every_route_answers_every_token_as_the_table_says(world: Fixture)
     assert not wrong, "\n".join(wrong)
 
 
+async def test_a_start_that_waits_needs_the_read_scope_too(world: Fixture) -> None:
+    """``POST /v1/executions?wait=`` answers the execution's view: starting alone is not
+    enough, and it is refused before anything starts."""
+    request = {"method": "POST", "url": "/v1/executions?wait=0", "json": {"workflow": MINE}}
+    refused = await _send(world, request, f"Bearer {world.tokens['executions:start']}")
+    assert error_of(refused)[:2] == (403, "PERMISSION_DENIED")
+    listed = await world.gateway.client.get(
+        "/v1/executions", headers={"authorization": f"Bearer {world.tokens['admin']}"}
+    )
+    assert len(listed.json()["items"]) == 2, "the refused start started nothing"
+    both = frozenset({Scope.EXECUTIONS_START, Scope.EXECUTIONS_READ})
+    _, secret = await world.gateway.store.tokens.create("start-and-read", both)
+    answered = await _send(world, request, f"Bearer {secret}")
+    assert answered.status_code == 201, answered.text
+    assert answered.json()["execution"]["status"] == "running"
+
+
 async def test_a_narrowed_token_reaches_its_workflows_only(world: Fixture) -> None:
     token = f"Bearer {world.tokens['narrowed']}"
     wrong: list[str] = []
@@ -222,6 +243,15 @@ async def test_a_narrowed_token_reaches_its_workflows_only(world: Fixture) -> No
         if other != expected:
             wrong.append(f"{row.method} {row.path} on another workflow: {other}")
     assert not wrong, "\n".join(wrong)
+
+    # A batch answers 200, and refuses the starts of other workflows in their results.
+    batch = {"executions": [{"workflow": MINE}, {"workflow": OTHER}]}
+    started = await _send(
+        world, {"method": "POST", "url": "/v1/executions/batch", "json": batch}, token
+    )
+    [own, others] = started.json()["results"]
+    assert own["created"], own
+    assert (others["created"], others["error"]["code"]) == (False, "PERMISSION_DENIED"), others
 
     # What lists answer: only the workflows it covers.
     listed = await _send(world, {"method": "GET", "url": "/v1/executions"}, token)

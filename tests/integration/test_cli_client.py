@@ -352,6 +352,52 @@ def test_bad_json_is_a_usage_error(tmp_path: Path) -> None:
         _no_traceback(result)
 
 
+def test_start_batch_starts_every_line_and_reports_the_refused(
+    orbit: Orbit, url: str, tmp_path: Path
+) -> None:
+    lines = [json.dumps({"execution_id": f"bulk-{i}", "input": {"item": "tea"}}) for i in range(5)]
+    lines.insert(2, "")
+    lines.append(json.dumps({"workflow": "cli-quick", "execution_id": "bulk-quick"}))
+    lines.append(json.dumps({"execution_id": "bulk-bad", "input": {"item": 5}}))
+    source = tmp_path / "starts.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    result = orbit("start", "cli-order", "--batch", str(source))
+    assert result.exit_code == 1, result.output  # one was refused
+    assert result.stdout.strip() == "started 6, already started 0, refused 1"
+    assert "start 7 (bulk-bad): INVALID_INPUT:" in result.stderr
+    assert "7/7" in result.stderr  # the progress bar, finished
+    _no_traceback(result)
+    assert _execution(url, "bulk-4")["input"] == {"item": "tea"}
+    assert _execution(url, "bulk-quick")["workflow"] == "cli-quick"
+
+    source.write_text("\n".join(lines[:3]) + "\n")
+    again = orbit("start", "cli-order", "--batch", str(source), "--json")
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout) == {
+        "results": [{"execution_id": f"bulk-{i}", "created": False} for i in range(2)]
+    }
+
+
+def test_start_batch_sends_nothing_when_a_line_is_bad(url: str, tmp_path: Path) -> None:
+    runner = CliRunner()
+    source = tmp_path / "starts.jsonl"
+    for text, message in (
+        ('{"workflow": "w"}\n{oops}\n', "starts.jsonl:2: not valid JSON"),
+        ('{"input": 1}\n', "starts.jsonl:1: no workflow"),
+        ('{"workflow": "w", "inptu": 1}\n', "starts.jsonl:1: unknown field 'inptu'"),
+        ("[1]\n", "starts.jsonl:1: a start is a JSON object"),
+    ):
+        source.write_text(text)
+        result = runner.invoke(app, ["start", "--batch", str(source), "--url", url])
+        assert result.exit_code == 2, result.output
+        assert message in result.stderr
+        _no_traceback(result)
+    both = runner.invoke(app, ["start", "w", "--batch", str(source), "--id", "x", "--url", url])
+    assert both.exit_code == 2
+    assert "--batch takes no --id" in both.stderr
+    assert httpx.get(f"{url}/v1/executions").json()["items"] == []
+
+
 def test_start_wait_shows_progress_and_exits_0_when_completed(orbit: Orbit) -> None:
     result = orbit("start", "cli-quick", "--input", '{"item": "jam"}', "--wait")
     assert result.exit_code == 0, result.output

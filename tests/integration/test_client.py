@@ -143,3 +143,22 @@ async def test_an_unreachable_gateway_is_unavailable() -> None:
         with pytest.raises(OrbitClientError) as down:
             await client.definitions()
     assert (down.value.code, down.value.status) == ("UNAVAILABLE", 0)
+
+
+async def test_start_with_wait_answers_with_the_ended_execution(orbit: OrbitClient) -> None:
+    await orbit.deploy(EXAMPLES / "hello-world.yaml")
+    started = await orbit.start("hello-world", {"name": "bo"}, execution_id="w-1", wait=True)
+    assert (started["execution_id"], started["created"]) == ("w-1", True)
+    assert started["execution"]["status"] == "completed"
+    assert started["execution"]["output"] == {"greeting": "hello, bo"}
+    again = await orbit.start("hello-world", {"name": "bo"}, execution_id="w-1", wait=True)
+    assert again["created"] is False
+    assert again["execution"]["output"] == {"greeting": "hello, bo"}
+
+    await orbit.deploy(EXAMPLES / "order-fulfilment.yaml", EXAMPLES / "send-invoice.yaml")
+    order = {"order_id": "o-2", "items": [{"sku": "a"}], "callback_url": "http://example.invalid/"}
+    with pytest.raises(TimeoutError, match="still running"):  # nobody serves reserve-stock
+        await orbit.start(
+            "order-fulfilment", order, execution_id="o-2", wait=True, wait_timeout=0.3
+        )
+    assert (await orbit.get("o-2"))["status"] == "running"  # started all the same

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import aio_pika
+import asyncpg
 import httpx
 import pytest
 from aio_pika.abc import (
@@ -61,7 +62,8 @@ from orbit_services.gateway.guard import ENVELOPE_BYTES
 from orbit_services.gateway.service import broker_ready
 from orbit_services.runtime.broker import PARK_AFTER, declare_topology
 from orbit_services.runtime.settings import Settings
-from orbit_services.store import Append, DefinitionRow, EventStore
+from orbit_services.store import Append, DefinitionRow, EventStore, ExecutionRow
+from orbit_services.store.event_store import ENDINGS_LISTENER_NAME
 from orbit_services.store.outbox import OutboxRelay
 from tests.database import Database
 
@@ -130,12 +132,14 @@ async def running(env: OrbitEnv, settings: Settings) -> AsyncIterator[Gateway]:
         executions = Executions(
             store, OutboxRelay(store.outbox, Publisher(channel)), env.topology, settings
         )
+        await executions.listen_for_endings()
         app = create_app(
             executions, {"postgres": store.ping, "rabbitmq": lambda: broker_ready(connection)}
         )
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url=local_url(settings)) as client:
             yield Gateway(client, executions, channel, env)
+        await executions.close()
     finally:
         await connection.close()
         await store.close()
@@ -737,6 +741,91 @@ async def test_waiting_answers_when_the_execution_ends(gateway: Gateway) -> None
     assert time.monotonic() - started < 2
 
 
+async def test_a_wait_is_woken_by_the_ending_not_by_polling(
+    gateway: Gateway, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    await gateway.deploy("hello-world")
+    execution_id = await gateway.start("hello-world")
+    reads: list[str] = []
+    read_row = gateway.store.execution
+
+    async def counted(wanted: str) -> ExecutionRow | None:
+        reads.append(wanted)
+        return await read_row(wanted)
+
+    monkeypatch.setattr(gateway.store, "execution", counted)
+    waiting = asyncio.ensure_future(
+        gateway.client.get(f"/v1/executions/{execution_id}", params={"wait": 30})
+    )
+    while gateway.executions.endings.waiting == 0:
+        await asyncio.sleep(0.01)
+    await asyncio.sleep(1.0)  # polling would have read the row again by now (every 20-250 ms)
+    assert reads == [execution_id]
+    await gateway.append(execution_id, WorkflowCompleted(output={"greeting": "hi"}))
+    response = await asyncio.wait_for(waiting, 10)
+    assert response.json()["status"] == "completed"
+    assert reads == [execution_id, execution_id]  # woken once, read once more
+    assert gateway.executions.endings.waiting == 0
+
+
+async def test_a_wait_longer_than_the_setting_is_answered_after_it(orbit_env: OrbitEnv) -> None:
+    async with running(orbit_env, orbit_env.settings_with(max_wait_seconds=0.5)) as gateway:
+        await gateway.deploy("hello-world")
+        execution_id = await gateway.start("hello-world")
+        t0 = time.monotonic()
+        response = await gateway.client.get(f"/v1/executions/{execution_id}?wait=30")
+        held = time.monotonic() - t0
+    assert response.status_code == 200
+    assert response.json()["status"] == "running"
+    assert 0.5 <= held < 5, held
+
+
+async def test_every_gateway_replica_hears_an_ending(orbit_env: OrbitEnv) -> None:
+    async with (
+        running(orbit_env, orbit_env.settings) as first,
+        running(orbit_env, orbit_env.settings) as second,
+    ):
+        await first.deploy("hello-world")
+        ids = [await first.start("hello-world") for _ in range(3)]
+        waits = [
+            asyncio.ensure_future(g.client.get(f"/v1/executions/{i}", params={"wait": 30}))
+            for g in (first, second)
+            for i in ids
+        ]
+        for replica in (first, second):
+            while replica.executions.endings.waiting < len(ids):
+                await asyncio.sleep(0.01)
+        for execution_id in ids:
+            await first.append(execution_id, WorkflowCompleted(output={"greeting": "hi"}))
+        answers = await asyncio.wait_for(asyncio.gather(*waits), 10)
+        assert [a.json()["status"] for a in answers] == ["completed"] * 6
+
+
+async def test_a_wait_still_answers_while_the_listener_is_lost(gateway: Gateway) -> None:
+    await gateway.deploy("hello-world")
+    execution_id = await gateway.start("hello-world")
+    waiting = asyncio.ensure_future(
+        gateway.client.get(f"/v1/executions/{execution_id}", params={"wait": 30})
+    )
+    while gateway.executions.endings.waiting == 0:
+        await asyncio.sleep(0.01)
+    killer = await asyncpg.connect(gateway.env.settings.database_url)
+    try:
+        killed = await killer.fetchval(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE application_name = $1 AND datname = current_database()",
+            ENDINGS_LISTENER_NAME,
+        )
+    finally:
+        await killer.close()
+    assert killed == 1
+    # Whether it ends while the listener is away (the wait polls) or after it is
+    # back (which wakes every wait), the wait answers.
+    await gateway.append(execution_id, WorkflowCompleted(output={"greeting": "hi"}))
+    response = await asyncio.wait_for(waiting, 10)
+    assert response.json()["status"] == "completed"
+
+
 async def test_waiting_answers_at_the_timeout(gateway: Gateway) -> None:
     await gateway.deploy("hello-world")
     execution_id = await gateway.start("hello-world")
@@ -1064,3 +1153,107 @@ async def test_a_host_the_gateway_does_not_serve_is_refused_but_probes_answer(
     assert posted.status_code == 421
     assert await gateway.store.list_definitions() == []
     assert (await gateway.client.get("/healthz", headers=rebound)).status_code == 200
+
+
+# -- batch starts ----------------------------------------------------------------
+
+
+async def test_a_batch_start_answers_each_item_in_order(gateway: Gateway) -> None:
+    await gateway.deploy("hello-world", "fan-out")
+    await gateway.start("hello-world", execution_id="known")
+    await gateway.start("fan-out", execution_id="fan", input={"numbers": [1]})
+    items: list[Any] = [
+        {"workflow": "hello-world", "execution_id": "b-1", "input": {"name": "ada"}},
+        {"workflow": "hello-world", "execution_id": "known"},
+        {"workflow": "no-such", "execution_id": "b-2"},
+        {"execution_id": "b-3"},
+        {"workflow": "hello-world", "execution_id": "b-1"},
+        {"workflow": "hello-world", "execution_id": "b-4", "input": {"name": 5}},
+        {"workflow": "hello-world", "execution_id": "fan"},
+        {"workflow": "hello-world"},
+        {"workflow": "hello-world", "execution_id": "not an id"},
+        "not an object",
+    ]
+    response = await gateway.client.post("/v1/executions/batch", json={"executions": items})
+    assert response.status_code == 200, response.text
+    results = response.json()["results"]
+    assert len(results) == len(items)
+    codes = [r.get("error", {}).get("code") for r in results]
+    assert codes == [
+        None,
+        None,
+        "WORKFLOW_NOT_FOUND",
+        "INVALID_REQUEST",
+        None,
+        "INVALID_INPUT",
+        "EXECUTION_EXISTS",
+        None,
+        "INVALID_EXECUTION_ID",
+        "INVALID_REQUEST",
+    ]
+    assert [r["created"] for r in results] == [
+        True, False, False, False, False, False, False, True, False, False
+    ]  # fmt: skip
+    assert [r["execution_id"] for r in results[:7]] == [
+        "b-1", "known", "b-2", "b-3", "b-1", "b-4", "fan"
+    ]  # fmt: skip
+    assert "executions[3]" in results[3]["error"]["message"]
+    assert results[9]["execution_id"] is None
+    generated = results[7]["execution_id"]
+    # Each one started is durable, with its history, and its wake was published.
+    for execution_id in ("b-1", generated):
+        view = (await gateway.client.get(f"/v1/executions/{execution_id}")).json()
+        assert view["status"] == "running"
+    assert (await gateway.client.get("/v1/executions/b-1")).json()["input"] == {"name": "ada"}
+    missing = await gateway.client.get("/v1/executions/b-4")
+    assert missing.status_code == 404
+
+    again = await gateway.client.post("/v1/executions/batch", json={"executions": items[:2]})
+    assert [r["created"] for r in again.json()["results"]] == [False, False]  # idempotent
+
+
+async def test_a_batch_start_is_refused_whole_only_for_its_shape(gateway: Gateway) -> None:
+    await gateway.deploy("hello-world")
+    too_many = [{"workflow": "hello-world"}] * 1001
+    response = await gateway.client.post("/v1/executions/batch", json={"executions": too_many})
+    assert error_of(response)[:2] == (400, "INVALID_REQUEST")
+    for body in ({}, {"executions": "x"}, {"executions": [], "more": 1}):
+        response = await gateway.client.post("/v1/executions/batch", json=body)
+        assert error_of(response)[:2] == (400, "INVALID_REQUEST"), body
+    empty = await gateway.client.post("/v1/executions/batch", json={"executions": []})
+    assert empty.json() == {"results": []}
+    listed = await gateway.client.get("/v1/executions")
+    assert listed.json()["items"] == []
+
+
+async def test_a_batch_start_refuses_what_exceeds_the_active_limit(orbit_env: OrbitEnv) -> None:
+    settings = orbit_env.settings_with(max_active_executions=2)
+    async with running(orbit_env, settings) as gateway:
+        await gateway.deploy("hello-world")
+        await gateway.start("hello-world", execution_id="first")
+        items = [{"workflow": "hello-world", "execution_id": f"b-{i}"} for i in range(3)]
+        items.append({"workflow": "hello-world", "execution_id": "first"})
+        response = await gateway.client.post("/v1/executions/batch", json={"executions": items})
+        results = response.json()["results"]
+        assert [r["created"] for r in results] == [True, False, False, False]
+        assert [r.get("error", {}).get("code") for r in results] == [
+            None,
+            "RESOURCE_EXHAUSTED",
+            "RESOURCE_EXHAUSTED",
+            None,  # a repeat is answered even when full
+        ]
+
+
+async def test_a_large_batch_is_written_whole_and_woken(gateway: Gateway) -> None:
+    await gateway.deploy("hello-world")
+    items = [{"workflow": "hello-world", "execution_id": f"big-{i}"} for i in range(1000)]
+    response = await gateway.client.post("/v1/executions/batch", json={"executions": items})
+    results = response.json()["results"]
+    assert [r["execution_id"] for r in results] == [f"big-{i}" for i in range(1000)]
+    assert all(r["created"] for r in results)
+    database = gateway.database
+    assert await database.fetchval("SELECT count(*) FROM executions") == 1000
+    assert await database.fetchval("SELECT count(*) FROM history") == 1000
+    # Every wake was published (published rows are deleted by the flush).
+    assert await gateway.store.outbox.flush_published() == 1000
+    assert await database.fetchval("SELECT count(*) FROM outbox") == 0

@@ -19,6 +19,7 @@ def test_defaults_are_the_local_services(monkeypatch: pytest.MonkeyPatch) -> Non
     assert settings.max_payload_bytes == 2 * 1024 * 1024
     assert settings.max_payload_depth == 64
     assert settings.max_definition_bytes == 1024 * 1024
+    assert settings.max_wait_seconds == 60.0
     assert (settings.limits.max_history_events, settings.limits.max_fan_out) == (100_000, 10_000)
     assert settings.log_format == "text"
 

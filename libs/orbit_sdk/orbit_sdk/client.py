@@ -15,24 +15,27 @@ be reached, raises :class:`OrbitClientError` with the API's error code.
 from __future__ import annotations
 
 import builtins
+import json
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from urllib.parse import quote, urlsplit
 
 import httpx
 
-from orbit_model.errors import DefinitionProblem, ErrorCode, OrbitError
-
-if TYPE_CHECKING:
-    from orbit_model.compiler import Definition
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_sdk.sources import children_first, read_sources
 
 TERMINAL = frozenset({"completed", "failed", "cancelled", "timed_out"})
 WAIT_CHUNK_SECONDS = 30.0
 """The longest single ``?wait=`` request :meth:`OrbitClient.wait` makes."""
-_YAML_SUFFIXES = (".yaml", ".yml")
+BATCH_STARTS = 1000
+"""Starts one batch request carries at most (the gateway's limit)."""
+BATCH_BYTES = 1024 * 1024
+"""About how large one batch request grows before the next begins: well inside the
+gateway's body limit (``ORBIT_MAX_PAYLOAD_BYTES`` and 64 KiB)."""
 
 
 class OrbitClientError(OrbitError):
@@ -206,7 +209,7 @@ class OrbitClient:
         # The compiler (CEL, JSON Schema) only for those who deploy.
         from orbit_model.compiler import compile_definition  # noqa: PLC0415
 
-        compiled = [(text, compile_definition(text, name)) for name, text in _read(sources)]
+        compiled = [(text, compile_definition(text, name)) for name, text in read_sources(sources)]
         results = []
         for text, _ in children_first(compiled):
             results.append(
@@ -240,26 +243,84 @@ class OrbitClient:
         input: Any = None,
         version: str | None = None,
         execution_id: str | None = None,
+        *,
+        wait: bool = False,
+        wait_timeout: float = 60.0,
     ) -> dict[str, Any]:
         """Start an execution: ``{execution_id, created}`` (``created: false`` for a known id).
 
-        ``version`` None starts the highest registered version.
+        ``version`` None starts the highest registered version. With ``wait``,
+        the answer also holds ``execution``, the execution once it has ended:
+        the same request starts it and waits (``POST /v1/executions?wait=``),
+        answered as soon as the ending commits.
+
+        Raises:
+            TimeoutError: With ``wait``, it is still running after ``wait_timeout``
+                seconds (it was started all the same).
         """
         body: dict[str, Any] = {"workflow": workflow, "input": input}
         if version is not None:
             body["version"] = version
         if execution_id is not None:
             body["execution_id"] = execution_id
+        deadline = time.monotonic() + wait_timeout
+        chunk = min(wait_timeout, WAIT_CHUNK_SECONDS)
         # With its id, a start sent twice starts it once ("created: false").
         result: dict[str, Any] = await self._request(
-            "POST", "/v1/executions", json=body, idempotent=execution_id is not None
+            "POST",
+            "/v1/executions",
+            json=body,
+            idempotent=execution_id is not None,
+            params={"wait": f"{chunk:.3f}"} if wait else None,
+            timeout=self.timeout + chunk if wait else None,
         )
+        if wait and result["execution"].get("status") not in TERMINAL:
+            left = max(0.0, deadline - time.monotonic())
+            result["execution"] = await self.wait(result["execution_id"], left)
         return result
 
-    async def get(self, execution_id: str) -> dict[str, Any]:
-        """The execution: status, input, output, error and every step."""
+    async def start_batch(
+        self,
+        starts: Iterable[Mapping[str, Any]],
+        on_progress: Callable[[int], None] | None = None,
+    ) -> builtins.list[dict[str, Any]]:
+        """Start many executions: a result per start, in order (``POST /v1/executions/batch``).
+
+        Each start is ``{workflow, version?, input?, execution_id?}``; each result
+        ``{execution_id, created}``, or with ``error: {code, message}`` for one
+        the gateway refused (the others are started all the same). They are sent
+        in requests of up to 1,000 starts and about 1 MiB; ``on_progress`` is
+        called with how many were answered so far after each. A request whose
+        starts all name their id is sent again to the next gateway if one fails.
+
+        Raises:
+            OrbitClientError: A whole request was refused or not answered (the
+                starts of the requests before it are started).
+        """
+        results: builtins.list[dict[str, Any]] = []
+        for chunk in _batches(starts):
+            answer = await self._request(
+                "POST",
+                "/v1/executions/batch",
+                json={"executions": chunk},
+                idempotent=all(item.get("execution_id") for item in chunk),
+            )
+            results.extend(answer["results"])
+            if on_progress is not None:
+                on_progress(len(results))
+        return results
+
+    async def get(self, execution_id: str, wait: float | None = None) -> dict[str, Any]:
+        """The execution: status, input, output, error and every step.
+
+        With ``wait`` (seconds, at most 60), answered once it has ended or when
+        the wait is over, whichever comes first.
+        """
         result: dict[str, Any] = await self._request(
-            "GET", f"/v1/executions/{_segment(execution_id)}"
+            "GET",
+            f"/v1/executions/{_segment(execution_id)}",
+            params=None if wait is None else {"wait": f"{wait:.3f}"},
+            timeout=None if wait is None else self.timeout + wait,
         )
         return result
 
@@ -389,58 +450,20 @@ class OrbitClient:
         return result
 
 
-# -- deploying ------------------------------------------------------------------
+# -- batches --------------------------------------------------------------------
 
 
-def _read(sources: Iterable[str | Path]) -> list[tuple[str, str]]:
-    """``(name for messages, YAML text)`` of every source, directories expanded."""
-    found: list[tuple[str, str]] = []
-    for number, source in enumerate(sources, start=1):
-        if isinstance(source, str) and "\n" in source:
-            found.append((f"<text {number}>", source))
-            continue
-        path = Path(source)
-        if path.is_dir():
-            files = sorted(p for p in path.iterdir() if p.suffix in _YAML_SUFFIXES)
-            found.extend((str(file), file.read_text(encoding="utf-8")) for file in files)
-        else:
-            found.append((str(path), path.read_text(encoding="utf-8")))
-    return found
-
-
-def _children(definition: Definition) -> set[str]:
-    from orbit_model.ir import CallStep  # noqa: PLC0415
-
-    ir = definition.ir
-    return {
-        f"{step.child.name}@{step.child.version}"
-        for step in (*ir.steps, *ir.finally_steps)
-        if isinstance(step, CallStep) and step.child is not None
-    }
-
-
-def children_first(compiled: list[tuple[str, Definition]]) -> list[tuple[str, Definition]]:
-    """The definitions ordered so each comes after the children it starts (given order kept)."""
-    by_ref = {definition.ref: (text, definition) for text, definition in compiled}
-    ordered: list[tuple[str, Definition]] = []
-    done: set[str] = set()
-    visiting: list[str] = []
-
-    def visit(ref: str) -> None:
-        if ref in done:
-            return
-        if ref in visiting:
-            cycle = " -> ".join([*visiting[visiting.index(ref) :], ref])
-            raise DefinitionProblem(f"workflows start each other in a cycle: {cycle}")
-        visiting.append(ref)
-        text, definition = by_ref[ref]
-        for child in sorted(_children(definition)):
-            if child in by_ref:  # others must be registered already
-                visit(child)
-        visiting.pop()
-        done.add(ref)
-        ordered.append((text, definition))
-
-    for _, definition in compiled:
-        visit(definition.ref)
-    return ordered
+def _batches(starts: Iterable[Mapping[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    """The starts in requests of at most :data:`BATCH_STARTS` and about :data:`BATCH_BYTES`."""
+    chunk: list[dict[str, Any]] = []
+    size = 0
+    for start in starts:
+        item = dict(start)
+        item_size = len(json.dumps(item, separators=(",", ":")))
+        if chunk and (len(chunk) >= BATCH_STARTS or size + item_size > BATCH_BYTES):
+            yield chunk
+            chunk, size = [], 0
+        chunk.append(item)
+        size += item_size + 1
+    if chunk:
+        yield chunk

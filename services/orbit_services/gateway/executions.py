@@ -14,19 +14,18 @@ write folds in the new events, checks again and retries.
 from __future__ import annotations
 
 import asyncio
-import secrets
-import uuid
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from orbit_model.access import UNRESTRICTED, Grant, Scope, like_pattern
 from orbit_model.children import children_of
-from orbit_model.compiler import Definition, definition_from_body
+from orbit_model.compiler import definition_from_body
 from orbit_model.cursors import decode_cursor, encode_cursor
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.events import Event
-from orbit_model.inputs import accept_cancel, accept_signal, signal_seq, start_execution
+from orbit_model.inputs import accept_cancel, accept_signal, signal_seq
 from orbit_model.ir import WorkflowIR
 from orbit_model.messages import (
     CancelExecution,
@@ -36,7 +35,6 @@ from orbit_model.messages import (
     Wake,
     encode,
 )
-from orbit_model.names import EXECUTION_ID, EXECUTION_ID_RULE
 from orbit_model.payloads import check_payload, payload_problem
 from orbit_model.queries import evaluate_query
 from orbit_model.state import TERMINAL, ExecutionState, evolve
@@ -45,6 +43,8 @@ from orbit_model.trace_ids import trace_id
 from orbit_model.views import execution_view, needs_workers
 from orbit_model.workers import Workers, WorkerSession, worker_view
 from orbit_services.gateway.definitions import DefinitionRegistry, is_json
+from orbit_services.gateway.endings import Endings
+from orbit_services.gateway.starts import Starts
 from orbit_services.gateway.views import summary
 from orbit_services.runtime.settings import Settings
 from orbit_services.store import (
@@ -58,20 +58,18 @@ from orbit_services.store import (
     OutboxRelay,
     StateCache,
 )
+from orbit_services.store.listen import Listener
 
 STATUSES = ("running", "completed", "failed", "cancelled", "timed_out")
 """The statuses clients see and filter by."""
-MAX_WAIT_SECONDS = 60.0
-"""Longest long-poll of :meth:`Executions.wait`; longer waits are cut to it."""
 MAX_PAGE = 1000
 STATE_CACHE_SIZE = 10_000
 """Executions whose state one gateway keeps, least recently used dropped first."""
 
-DELIVERY_SECRET_BYTES = 24
-"""Random bytes of an execution's delivery secret (the key of its tokens' MACs)."""
 _APPEND_ATTEMPTS = 10
 _FIRST_POLL = 0.02
 _LAST_POLL = 0.25
+"""How waits poll while no LISTEN connection tells them of endings."""
 
 Json = Any
 Accept = Callable[[ExecutionState, WorkflowIR], list[Event]]
@@ -94,10 +92,30 @@ class Executions:
         """What signals, cancels, views and queries read: only new events are read."""
         self._commits = GroupCommit(store)
         """Starts, signals and cancels that arrive together share a transaction."""
+        self.starts = Starts(
+            store, relay, self._commits, self.registry, settings, check=self._check, wake=self._wake
+        )
+        """Starts, one or a batch at a time."""
+        self.endings = Endings()
+        """The waits of ``?wait=``, woken as their executions end."""
+        self._endings_listener: Listener | None = None
+
+    async def listen_for_endings(self) -> None:
+        """Have waits woken by the store's notifications rather than poll.
+
+        Raises:
+            OrbitError: ``UNAVAILABLE`` if Postgres cannot be reached.
+        """
+        self._endings_listener = await self.store.listen_for_endings(
+            self.endings.ended, self.endings.wake_all
+        )
 
     async def close(self) -> None:
-        """Let the appends in hand be written."""
+        """Let the appends in hand be written; stop listening."""
         await self._commits.close()
+        if self._endings_listener is not None:
+            await self._endings_listener.close()
+            self._endings_listener = None
 
     # -- definitions -----------------------------------------------------------
 
@@ -159,54 +177,14 @@ class Executions:
     # -- writes ----------------------------------------------------------------
 
     async def start(self, command: StartExecution) -> dict[str, Json]:
-        """Start an execution: ``{execution_id, created}``.
+        """Start an execution: ``{execution_id, created}`` (:meth:`.Starts.start`)."""
+        return await self.starts.start(command)
 
-        Idempotent for a given ``execution_id``: starting it again with the same
-        definition answers ``created: false``. Without one, a fresh id is made.
-
-        Raises:
-            OrbitError: ``WORKFLOW_NOT_FOUND``, ``INVALID_EXECUTION_ID``,
-                ``PAYLOAD_TOO_LARGE``, ``INVALID_INPUT``, ``RESOURCE_EXHAUSTED``, or
-                ``EXECUTION_EXISTS`` when the id belongs to another definition.
-        """
-        self._check("the workflow", command.workflow)  # before a query names it
-        if command.version is not None:
-            self._check("the version", command.version)
-        definition = await self.registry.resolve(command.workflow, command.version)
-        if command.execution_id is None:
-            execution_id = str(uuid.uuid4())
-        else:
-            execution_id = _checked_id(command.execution_id)
-        self._check("the execution input", command.input)
-        event = start_execution(
-            definition.ir,
-            definition.hash,
-            execution_id,
-            command.input,
-            delivery_secret=secrets.token_urlsafe(DELIVERY_SECRET_BYTES),
-        )
-        limit = self.settings.max_active_executions
-        if limit is not None and await self.store.count_running() >= limit:
-            # A repeated start is answered even when full: it starts nothing.
-            if command.execution_id is not None:
-                existing = await self._existing(execution_id, definition)
-                if existing is not None:
-                    return existing
-            raise OrbitError(
-                ErrorCode.RESOURCE_EXHAUSTED,
-                f"{limit} executions are already running (ORBIT_MAX_ACTIVE_EXECUTIONS)",
-            )
-        wake = self._wake(execution_id)
-        append = Append(execution_id, 0, [event], evolve(ExecutionState(), event), outbox=[wake])
-        try:
-            ids = await self._commits.append(append)
-        except AppendConflict:
-            existing = await self._existing(execution_id, definition)
-            if existing is None:  # pragma: no cover - history and row are written together
-                raise _exists(execution_id) from None
-            return existing
-        await self.relay.publish_committed(ids, [wake])
-        return {"execution_id": execution_id, "created": True}
+    async def start_batch(
+        self, commands: Sequence[StartExecution], grant: Grant = UNRESTRICTED
+    ) -> list[dict[str, Json]]:
+        """Start many: a result per command, in order (:meth:`.Starts.start_batch`)."""
+        return await self.starts.start_batch(commands, grant)
 
     async def signal(
         self, execution_id: str, name: str, payload: Json = None, request_id: str | None = None
@@ -272,21 +250,33 @@ class Executions:
         return await self._view(await self._row(execution_id))
 
     async def wait(self, execution_id: str, seconds: float) -> dict[str, Json]:
-        """The view once the execution has ended, or after ``seconds`` (at most a minute).
+        """The view once the execution has ended, or after ``seconds`` (at most
+        ``ORBIT_MAX_WAIT_SECONDS``).
+
+        Woken by the store's notification of its ending (:mod:`.endings`) once
+        :meth:`listen_for_endings` has run; polls while there is no listener.
 
         Raises:
             OrbitError: ``NOT_FOUND``.
         """
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + min(max(seconds, 0.0), MAX_WAIT_SECONDS)
+        deadline = loop.time() + min(max(seconds, 0.0), self.settings.max_wait_seconds)
         delay = _FIRST_POLL
-        while True:
-            row = await self._row(execution_id)
-            remaining = deadline - loop.time()
-            if row.status in TERMINAL or remaining <= 0:
-                return await self._view(row)
-            await asyncio.sleep(min(delay, remaining))
-            delay = min(delay * 2, _LAST_POLL)
+        with self.endings.watch(execution_id) as ended:
+            while True:
+                ended.clear()  # before the read: an ending committed after it sets it again
+                row = await self._row(execution_id)
+                remaining = deadline - loop.time()
+                if row.status in TERMINAL or remaining <= 0:
+                    return await self._view(row)
+                if self._endings_listener is not None and self._endings_listener.listening:
+                    pause = remaining
+                else:
+                    pause = min(delay, remaining)
+                    delay = min(delay * 2, _LAST_POLL)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(pause):
+                        await ended.wait()
 
     async def history(self, execution_id: str) -> list[dict[str, Json]]:
         """Every event: ``[{seq, recorded_at, type, data}]``; one that no longer decodes
@@ -429,15 +419,6 @@ class Executions:
             "trace_id": f"{trace_id(state.trace_root or row.execution_id):032x}",
         }
 
-    async def _existing(self, execution_id: str, definition: Definition) -> dict[str, Json] | None:
-        """The answer to a repeated start, if the execution exists."""
-        row = await self.store.execution(execution_id)
-        if row is None:
-            return None
-        if row.definition_hash != definition.hash:
-            raise _exists(execution_id)
-        return {"execution_id": execution_id, "created": False}
-
     def _wake(self, execution_id: str) -> OutboxMessage:
         route = self.topology.decider_route(execution_id)
         return OutboxMessage(
@@ -481,18 +462,5 @@ class Executions:
         }
 
 
-def _checked_id(execution_id: str) -> str:
-    if not EXECUTION_ID.fullmatch(execution_id):
-        raise OrbitError(ErrorCode.INVALID_EXECUTION_ID, EXECUTION_ID_RULE)
-    return execution_id
-
-
 def not_found(execution_id: str) -> OrbitError:
     return OrbitError(ErrorCode.NOT_FOUND, f"execution {execution_id!r} not found")
-
-
-def _exists(execution_id: str) -> OrbitError:
-    return OrbitError(
-        ErrorCode.EXECUTION_EXISTS,
-        f"execution {execution_id!r} already exists for a different workflow",
-    )

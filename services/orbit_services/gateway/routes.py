@@ -6,6 +6,7 @@ import json
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request, Response
+from pydantic import ValidationError
 
 from orbit_model.access import Grant, Scope
 from orbit_model.errors import ErrorCode, OrbitError
@@ -19,8 +20,11 @@ from orbit_services.gateway.auth import (
     WorkersRead,
 )
 from orbit_services.gateway.deciders import deciders_view
-from orbit_services.gateway.executions import MAX_PAGE, MAX_WAIT_SECONDS, Executions, not_found
+from orbit_services.gateway.errors import describe_validation
+from orbit_services.gateway.executions import MAX_PAGE, Executions, not_found
 from orbit_services.gateway.schemas import (
+    BatchStarted,
+    BatchStartRequest,
     CancelRequest,
     DecidersView,
     DefinitionSummary,
@@ -88,6 +92,7 @@ def api_router(executions: Executions) -> APIRouter:
         prefix="/v1", responses={"default": {"model": ErrorResponse, "description": "an error"}}
     )
     _definition_routes(router, executions)
+    _start_routes(router, executions)
     _execution_routes(router, executions)
     _message_routes(router, executions)
     return router
@@ -122,23 +127,81 @@ def _definition_routes(router: APIRouter, executions: Executions) -> None:
         return await executions.definition_ir(name, version)
 
 
-def _execution_routes(router: APIRouter, executions: Executions) -> None:
-    """Starting executions and reading them."""
+def _refused_item(item: Any, error: OrbitError) -> dict[str, Any]:
+    """The batch result of an item that is not a start request."""
+    given = item.get("execution_id") if isinstance(item, dict) else None
+    return {
+        "execution_id": given if isinstance(given, str) else None,
+        "created": False,
+        "error": {"code": str(error.code), "message": error.message},
+    }
+
+
+def _batch_commands(items: list[Any]) -> list[StartExecution | OrbitError]:
+    """Each item of a batch as a start, or the error that refuses it."""
+    commands: list[StartExecution | OrbitError] = []
+    for index, item in enumerate(items):
+        try:
+            commands.append(StartExecution(**StartRequest.model_validate(item).model_dump()))
+        except ValidationError as error:
+            problem = describe_validation(error.errors())
+            commands.append(
+                OrbitError(ErrorCode.INVALID_REQUEST, f"executions[{index}]: {problem}")
+            )
+    return commands
+
+
+def _start_routes(router: APIRouter, executions: Executions) -> None:
+    """Starting executions, one (and waiting for it) or a batch."""
 
     @router.post(
         "/executions",
         status_code=201,
         response_model=Started,
+        response_model_exclude_unset=True,
         responses={200: {"model": Started, "description": "Started before, with this id"}},
     )
     async def start_execution(
-        body: StartRequest, response: Response, grant: ExecutionsStart
+        body: StartRequest,
+        response: Response,
+        grant: ExecutionsStart,
+        wait: Annotated[
+            float | None,
+            Query(
+                ge=0,
+                description="Answer once the execution ends (its view in `execution`), or"
+                " after this many seconds (at most ORBIT_MAX_WAIT_SECONDS, 60 by default)",
+            ),
+        ] = None,
     ) -> dict[str, Any]:
         grant.require(Scope.EXECUTIONS_START, body.workflow)
+        if wait is not None:  # refused before anything starts
+            grant.require(Scope.EXECUTIONS_READ, body.workflow)
         started = await executions.start(StartExecution(**body.model_dump()))
         if not started["created"]:
             response.status_code = 200
+        if wait is not None:  # durable before the wait: a client that gives up started it
+            started["execution"] = await executions.wait(started["execution_id"], wait)
         return started
+
+    @router.post(
+        "/executions/batch", response_model=BatchStarted, response_model_exclude_unset=True
+    )
+    async def start_executions(body: BatchStartRequest, grant: ExecutionsStart) -> dict[str, Any]:
+        commands = _batch_commands(body.executions)
+        valid = [command for command in commands if isinstance(command, StartExecution)]
+        answers = iter(await executions.start_batch(valid, grant))
+        results = [
+            _refused_item(body.executions[index], command)
+            if isinstance(command, OrbitError)
+            else next(answers)
+            for index, command in enumerate(commands)
+        ]
+        return {"results": results}
+
+
+def _execution_routes(router: APIRouter, executions: Executions) -> None:
+    """Reading executions: the list, one, and its history."""
 
     @router.get("/executions", response_model=ExecutionPage)
     async def list_executions(
@@ -162,8 +225,8 @@ def _execution_routes(router: APIRouter, executions: Executions) -> None:
             float | None,
             Query(
                 ge=0,
-                description=f"Answer once the execution ends, or after this many seconds"
-                f" (at most {MAX_WAIT_SECONDS:g})",
+                description="Answer once the execution ends, or after this many seconds"
+                " (at most ORBIT_MAX_WAIT_SECONDS, 60 by default)",
             ),
         ] = None,
     ) -> dict[str, Any]:

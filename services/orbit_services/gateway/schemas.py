@@ -30,6 +30,19 @@ class StartRequest(_Request):
     """Makes the start idempotent; a fresh id is made when absent."""
 
 
+MAX_BATCH_STARTS = 1000
+"""Starts one ``POST /v1/executions/batch`` may carry."""
+
+
+class BatchStartRequest(_Request):
+    executions: list[JsonValue] = Field(
+        max_length=MAX_BATCH_STARTS,
+        description="Up to 1,000 starts, each as `POST /v1/executions` takes it:"
+        " `{workflow, version?, input?, execution_id?}`. One that is not of that shape"
+        " is refused on its own (`INVALID_REQUEST` in its result).",
+    )
+
+
 class CancelRequest(_Request):
     reason: str = ""
 
@@ -68,6 +81,21 @@ class DefinitionSummary(BaseModel):
 class Started(BaseModel):
     execution_id: str
     created: bool
+    execution: ExecutionView | None = None
+    """With ``?wait=``: the execution once it ended, or as it is when the wait ran out."""
+
+
+class BatchResult(BaseModel):
+    execution_id: str | None
+    """Null for a refused start that named no id."""
+    created: bool
+    error: ErrorDetail | None = None
+    """Why this start was refused (the others are not affected)."""
+
+
+class BatchStarted(BaseModel):
+    results: list[BatchResult]
+    """One per start, in the order sent."""
 
 
 class ExecutionSummary(BaseModel):
@@ -174,3 +202,6 @@ class Health(BaseModel):
     checks: dict[str, str] = Field(default_factory=dict)
     warnings: list[str] = Field(default_factory=list)
     """What an operator should know (authentication disabled)."""
+
+
+Started.model_rebuild()  # its ExecutionView is defined below it

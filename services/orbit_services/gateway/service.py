@@ -118,6 +118,7 @@ class GatewayService:
         publisher = Publisher(publishing)
         relay = OutboxRelay(store.outbox, publisher, service=self.name)
         self._executions = executions = Executions(store, relay, self.topology, settings)
+        await executions.listen_for_endings()
         self._sweeper = asyncio.create_task(relay.run_sweeper(), name="gateway.outbox")
 
         async def rabbitmq() -> None:

@@ -138,6 +138,10 @@ OUTBOX_RELAY_LAG = Histogram(
     ["service"],
     buckets=_LATENCY_BUCKETS,
 )
+GATEWAY_WAITS = Gauge(
+    "orbit_gateway_waits",
+    "Requests waiting for an execution to end (?wait=) on this gateway now.",
+)
 OUTBOX_DEPTH = Gauge(
     "orbit_outbox_depth", "Outbox rows not yet published (the timer service counts them)."
 )

@@ -91,6 +91,10 @@ class Settings(ClientSettings, GatewayAddress):
     """The largest input, signal payload, cancel reason or task output (compact JSON)."""
     max_payload_depth: int = Field(DEFAULT_MAX_DEPTH, ge=1, le=1000)
     """How deep those may nest: deeper values are refused before anything is stored."""
+    max_wait_seconds: float = Field(60.0, gt=0, le=3600)
+    """The longest a ``?wait=`` request is held; longer waits are answered after this
+    with the execution as it is (keep it under the idle timeout of proxies before
+    the gateway)."""
     max_definition_bytes: int = Field(1024 * 1024, ge=1)
     """The largest definition a gateway registers (its YAML or IR as sent)."""
     metrics_port: int | None = Field(None, ge=1, le=65535)

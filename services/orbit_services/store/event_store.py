@@ -12,6 +12,7 @@ pool: :attr:`EventStore.sessions` (worker sessions and dispatcher beats),
 :attr:`EventStore.timers` (firing, the next due time, LISTEN) and
 :attr:`EventStore.outbox` (published rows to delete, rows left behind) and
 :attr:`EventStore.leases` (the deciders and their partitions).
+:meth:`EventStore.listen_for_endings` tells a gateway which executions ended.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import asyncpg
@@ -32,6 +33,7 @@ from orbit_services.store import sql
 from orbit_services.store.appends import append_values
 from orbit_services.store.history import UndecodedEvent, decoded, unreadable
 from orbit_services.store.leases import LeaseStore
+from orbit_services.store.listen import Listener
 from orbit_services.store.outbox import OutboxStore
 from orbit_services.store.pool import Database
 from orbit_services.store.rows import (
@@ -48,6 +50,9 @@ from orbit_services.store.timers import TimerStore
 from orbit_services.store.tokens import TokenStore
 
 log = logging.getLogger("orbit.store")
+
+ENDINGS_LISTENER_NAME = "orbit-endings"
+"""How a gateway's LISTEN connection for ended executions shows in ``pg_stat_activity``."""
 
 
 def _loads(text: str | None) -> Any:
@@ -70,6 +75,8 @@ class EventStore:
         """Worker sessions and dispatcher beats."""
         self.tokens = TokenStore(database)
         """The gateway's API tokens."""
+        self._url = url
+        self._listeners: list[Listener] = []
         self.timers = TimerStore(database, url)
         """Due timers, the next due time, and the LISTEN connection that announces nearer ones."""
         self.outbox = OutboxStore(database)
@@ -104,7 +111,31 @@ class EventStore:
             async with asyncio.timeout(timeout):
                 await self.outbox.flush_published()
         await self.timers.stop_listening()
+        for listener in self._listeners:
+            await listener.close()
+        self._listeners.clear()
         await self._db.close(timeout)
+
+    async def listen_for_endings(
+        self, on_ended: Callable[[list[str]], None], on_back: Callable[[], None]
+    ) -> Listener:
+        """Call ``on_ended(execution_ids)`` as executions end, from a LISTEN connection
+        of its own (:data:`.sql.CLOSED_CHANNEL`); ``on_back`` when it was lost and is
+        back, for a notification may have been missed. Closed with the store.
+
+        Raises:
+            OrbitError: ``UNAVAILABLE`` if Postgres cannot be reached.
+        """
+
+        def announced(payload: str) -> None:
+            on_ended(payload.split(" "))
+
+        listener = Listener(
+            self._url, sql.CLOSED_CHANNEL, ENDINGS_LISTENER_NAME, announced, on_back
+        )
+        await listener.open()
+        self._listeners.append(listener)
+        return listener
 
     async def ping(self) -> None:
         """Returns when Postgres answers; raises ``UNAVAILABLE`` when it does not."""
@@ -223,6 +254,11 @@ class EventStore:
             workflows=like_any,
         )
         return [_execution_row(row) for row in rows]
+
+    async def definition_hashes(self, execution_ids: Sequence[str]) -> dict[str, str]:
+        """The definition hash of each of these executions that exists."""
+        rows = await self._db.fetch(sql.EXISTING_EXECUTIONS, execution_ids=list(execution_ids))
+        return {row["execution_id"]: row["definition_hash"] for row in rows}
 
     async def count_running(self) -> int:
         return int(await self._db.fetchval(sql.COUNT_RUNNING))

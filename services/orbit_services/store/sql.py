@@ -48,9 +48,11 @@ FROM definitions, jsonb_each(coalesce(ir->'tasks', '{}'::jsonb)) AS t
 # (a statement is its own transaction): the events, the new and the changed
 # executions rows, the timers set and cleared, the outbox rows published since
 # the last append deleted and the new ones inserted (ids in the order of the
-# messages), and a notification of the nearest timer set, delivered at commit
-# so that a sleeping timer service wakes. Parts with nothing to write get
-# empty arrays. A seq someone else took, or an execution id that exists,
+# messages), a notification of the nearest timer set, delivered at commit
+# so that a sleeping timer service wakes, and one of the executions that ended,
+# so that the gateways answer their ``?wait`` (ids joined by spaces, which no id
+# holds, 32 to a notification: a payload must stay under 8,000 bytes). Parts
+# with nothing to write get empty arrays. A seq someone else took, or an execution id that exists,
 # fails the whole statement with a unique violation: nothing is written.
 # (An execution may end in the batch that creates it: a child whose steps
 # are all skipped; its outcome is in its new row then.)
@@ -124,9 +126,24 @@ outbox_rows AS (
 ),
 nearest_timer AS (
     SELECT pg_notify('orbit_timers', :nearest_timer::text) WHERE :nearest_timer::text IS NOT NULL
+),
+closed_ids AS (
+    SELECT u.execution_id
+    FROM unnest(:new_ids::text[], :new_closed::bool[]) AS u(execution_id, closed)
+    WHERE u.closed
+    UNION ALL
+    SELECT u.execution_id
+    FROM unnest(:changed_ids::text[], :changed_closed::bool[]) AS u(execution_id, closed)
+    WHERE u.closed
+),
+closed_notified AS (
+    SELECT pg_notify('orbit_closed', string_agg(c.execution_id, ' '))
+    FROM (SELECT execution_id, (row_number() OVER () - 1) / 32 AS chunk FROM closed_ids) AS c
+    GROUP BY c.chunk
 )
 SELECT coalesce((SELECT array_agg(id ORDER BY id) FROM outbox_rows), '{}') AS outbox_ids,
-       (SELECT count(*) FROM nearest_timer) AS notified
+       (SELECT count(*) FROM nearest_timer) AS notified,
+       (SELECT count(*) FROM closed_notified) AS closed_notified
 """)
 
 READ_EVENTS = S("""
@@ -169,6 +186,13 @@ SELECT execution_id, position, workflow, version, definition_hash, status, paren
        input::text AS input, output::text AS output, error::text AS error, last_seq,
        created_at, updated_at, closed_at
 FROM executions WHERE execution_id = :execution_id
+""")
+
+# Which of these executions exist, and which definition each runs: a batch start
+# answers repeated ids from it (each looked up by its own key).
+EXISTING_EXECUTIONS = S("""
+SELECT execution_id, definition_hash FROM executions
+WHERE execution_id = ANY(:execution_ids::text[])
 """)
 
 # ``:workflows``: LIKE patterns of the workflows a narrowed token may see; NULL: all.
@@ -216,6 +240,9 @@ TIMERS_OF = S("SELECT key, due_at FROM timers WHERE execution_id = :execution_id
 
 TIMERS_CHANNEL = "orbit_timers"
 """The LISTEN/NOTIFY channel on which appends announce the nearest timer they wrote."""
+
+CLOSED_CHANNEL = "orbit_closed"
+"""The channel on which appends announce the executions that ended, space-separated."""
 
 
 # -- outbox ------------------------------------------------------------------

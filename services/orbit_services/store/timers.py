@@ -7,33 +7,25 @@ deletes the due rows under ``FOR UPDATE SKIP LOCKED`` and publishes their
 messages before the delete commits: several timer replicas never fire a row
 twice, and a publish that fails rolls the delete back.
 
-The LISTEN connection is the store's only connection outside its pool (a
-LISTEN is session state, which pooled connections never keep). When it drops
-it is opened again, with backoff, and the listener is told it is back: a
+The LISTEN connection (:class:`~.listen.Listener`) is outside the pool; when
+it drops it is opened again, and the listener is told it is back: a
 notification may have been missed meanwhile.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import logging
 from collections.abc import Awaitable, Callable, Sequence
 
-import asyncpg
-
 from orbit_services.store import sql
-from orbit_services.store.pool import Database, translated
+from orbit_services.store.listen import Listener
+from orbit_services.store.pool import Database
 from orbit_services.store.rows import DueTimer
-
-log = logging.getLogger("orbit.timer")
 
 Publish = Callable[[Sequence[DueTimer]], Awaitable[None]]
 
 LISTENER_NAME = "orbit-timers"
 """How the LISTEN connection shows in ``pg_stat_activity`` (its ``application_name``)."""
-_CLOSE_SECONDS = 5.0
-"""How long closing the LISTEN connection may take before it is closed hard."""
 
 
 class TimerStore:
@@ -42,7 +34,7 @@ class TimerStore:
     def __init__(self, database: Database, url: str) -> None:
         self._db = database
         self._url = url
-        self._listener: _Listener | None = None
+        self._listener: Listener | None = None
 
     async def fire_due(self, now: int, limit: int, publish: Publish) -> list[DueTimer]:
         """Take the timers due at ``now`` (up to ``limit``), have ``publish`` send their
@@ -76,7 +68,12 @@ class TimerStore:
         Raises:
             OrbitError: ``UNAVAILABLE`` if the first connection cannot be opened.
         """
-        listener = _Listener(self._url, on_due, on_back)
+
+        def announced(payload: str) -> None:
+            with contextlib.suppress(ValueError):
+                on_due(int(payload))
+
+        listener = Listener(self._url, sql.TIMERS_CHANNEL, LISTENER_NAME, announced, on_back)
         await listener.open()
         self._listener = listener
 
@@ -85,82 +82,3 @@ class TimerStore:
         if self._listener is not None:
             await self._listener.close()
             self._listener = None
-
-
-class _Listener:
-    """One LISTEN connection, opened again when it drops."""
-
-    def __init__(
-        self, url: str, on_due: Callable[[int], None], on_back: Callable[[], None]
-    ) -> None:
-        self._url = url
-        self._on_due = on_due
-        self._on_back = on_back
-        self._connection: asyncpg.Connection | None = None
-        self._reopening: asyncio.Task[None] | None = None
-        self._closing = False
-
-    async def open(self) -> None:
-        with translated():
-            connection = await asyncpg.connect(
-                self._url, server_settings={"application_name": LISTENER_NAME}
-            )
-        try:
-            with translated():
-                await connection.add_listener(sql.TIMERS_CHANNEL, self._notified)
-        except BaseException:
-            await connection.close()
-            raise
-        # A drop in the instant before this is left to the service's safety poll.
-        connection.add_termination_listener(self._lost)
-        self._connection = connection
-
-    def _notified(self, _connection: object, _pid: int, _channel: str, payload: object) -> None:
-        with contextlib.suppress(TypeError, ValueError):
-            self._on_due(int(str(payload)))
-
-    def _lost(self, _connection: object) -> None:
-        if self._closing or self._reopening is not None:
-            return
-        log.warning(
-            "the LISTEN connection to Postgres was lost; opening it again",
-            extra={"action": "timers.listen_lost"},
-        )
-        self._reopening = asyncio.get_running_loop().create_task(
-            self._reopen(), name="timer.listen"
-        )
-
-    async def _reopen(self) -> None:
-        delay = 0.1
-        try:
-            while not self._closing:
-                try:
-                    await self.open()
-                except Exception as error:
-                    log.warning(
-                        "listening again failed, retrying in %.1f s: %r",
-                        delay,
-                        error,
-                        extra={"action": "timers.listen_failed"},
-                    )
-                    await asyncio.sleep(delay)
-                    delay = min(delay * 2, 5.0)
-                else:
-                    self._on_back()  # a notification may have been missed meanwhile
-                    return
-        finally:
-            self._reopening = None
-
-    async def close(self) -> None:
-        self._closing = True
-        if self._reopening is not None:
-            self._reopening.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._reopening
-        connection = self._connection
-        if connection is not None and not connection.is_closed():
-            try:
-                async with asyncio.timeout(_CLOSE_SECONDS):
-                    await connection.close()
-            except (TimeoutError, OSError, asyncpg.PostgresError):
-                connection.terminate()

@@ -32,7 +32,7 @@ def deploy(
     """
     # Rich and the client when deploying, not for `orbit --help`.
     from orbit_sdk.cli import render  # noqa: PLC0415
-    from orbit_sdk.client import children_first  # noqa: PLC0415
+    from orbit_sdk.sources import children_first  # noqa: PLC0415
 
     compiled = _compiled(_yaml_files(sources))
     out = render.console()

@@ -53,8 +53,25 @@ def register(app: typer.Typer) -> None:
 
 
 def start(
-    workflow: Annotated[str, typer.Argument(help="The workflow's name.", show_default=False)],
+    workflow: Annotated[
+        str | None,
+        typer.Argument(
+            help="The workflow's name (with --batch: for the lines that name none).",
+            show_default=False,
+        ),
+    ] = None,
     *,
+    batch: Annotated[
+        str | None,
+        typer.Option(
+            "--batch",
+            callback=_workflow_or_batch,
+            metavar="FILE.jsonl",
+            help="Start one execution per line of FILE (JSON: {workflow, version?, input?,"
+            " execution_id?}; - for stdin), 1,000 to a request, with a progress bar."
+            " Exit 1 if any was refused.",
+        ),
+    ] = None,
     version: Annotated[
         str | None, typer.Option("--version", help="Default: the highest registered.")
     ] = None,
@@ -75,10 +92,51 @@ def start(
     as_json: AsJson = False,
 ) -> None:
     """Start an execution; with --wait, follow it and exit 0 only if it completed."""
+    if batch is not None:
+        given = [name for name, value in (("--input", input_text), ("--id", execution_id),
+                 ("--version", version), ("--wait", wait)) if value]  # fmt: skip
+        if given:
+            raise typer.BadParameter(f"--batch takes no {given[0]}: each line says it")
+        _start_batch(batch, workflow, url, as_json)
+        return
+    assert workflow is not None  # _workflow_or_batch saw to it
+    payload = None if input_text is None else parse_json(input_text, "--input")
+    _start_one(
+        workflow,
+        payload,
+        version=version,
+        execution_id=execution_id,
+        wait=wait,
+        timeout=timeout,
+        url=url,
+        as_json=as_json,
+    )
+
+
+def _workflow_or_batch(context: typer.Context, batch: str | None) -> str | None:
+    """Refuse ``orbit start`` with neither a workflow nor ``--batch``, as it is parsed.
+
+    The workflow argument is declared first, so it is in ``context.params`` here
+    unless ``--batch`` came before it on the command line (and then it is given).
+    """
+    if batch is None and context.params.get("workflow") is None and not context.resilient_parsing:
+        raise typer.BadParameter("name the workflow to start (or give --batch FILE)")
+    return batch
+
+
+def _start_one(
+    workflow: str,
+    payload: Any,
+    *,
+    version: str | None,
+    execution_id: str | None,
+    wait: bool,
+    timeout: float | None,
+    url: str,
+    as_json: bool,
+) -> None:
     from orbit_sdk.cli import render  # noqa: PLC0415
     from orbit_sdk.cli.follow import follow  # noqa: PLC0415
-
-    payload = None if input_text is None else parse_json(input_text, "--input")
 
     async def run(client: OrbitClient) -> tuple[dict[str, Any], dict[str, Any] | None]:
         started = await client.start(workflow, payload, version, execution_id)
@@ -101,6 +159,28 @@ def start(
     else:
         render.show_execution(render.console(), ended)
     raise typer.Exit(0 if ended.get("status") == "completed" else 1)
+
+
+def _start_batch(source: str, workflow: str | None, url: str, as_json: bool) -> None:
+    import sys  # noqa: PLC0415
+
+    from orbit_sdk.cli import batch, render  # noqa: PLC0415
+
+    starts = batch.read_starts(source, workflow)
+
+    async def run(client: OrbitClient) -> list[dict[str, Any]]:
+        return await batch.start_all(client, starts, show_progress=not as_json)
+
+    results = call(url, run)
+    line, problems = batch.summary(results)
+    if as_json:
+        render.print_json({"results": results})
+    else:
+        render.console().print(line, markup=False)
+        for problem in problems:
+            sys.stderr.write(problem + "\n")
+    if problems:
+        raise typer.Exit(1)
 
 
 def _started_line(started: dict[str, Any]) -> str:

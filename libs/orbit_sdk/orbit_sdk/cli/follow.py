@@ -17,7 +17,8 @@ from orbit_sdk.cli.steps import waiting_for
 from orbit_sdk.client import TERMINAL, OrbitClient
 
 POLL_SECONDS = 0.25
-"""How often ``--wait`` looks at the execution: step changes do not end a ``?wait=`` early."""
+"""How long each look of ``--wait`` waits (``?wait=``): the ending answers at once,
+step changes do not, so they are shown at most this late."""
 
 
 def _signature(view: Mapping[str, Any]) -> str:
@@ -50,7 +51,12 @@ async def follow(
     deadline = None if timeout is None else loop.time() + timeout
     seen: dict[str, str] = {}
     while True:
-        execution = await client.get(execution_id)
+        look = (
+            POLL_SECONDS
+            if deadline is None
+            else max(0.0, min(POLL_SECONDS, deadline - loop.time()))
+        )
+        execution = await client.get(execution_id, wait=look)
         steps: dict[str, Any] = execution.get("steps") or {}
         changed = {
             step_id: view
@@ -74,4 +80,3 @@ async def follow(
             raise TimeoutError(
                 f"execution {execution_id} is still {execution.get('status')} after {timeout:g}s"
             )
-        await asyncio.sleep(POLL_SECONDS)
