@@ -21,19 +21,50 @@ from typing import Any
 import aio_pika
 import asyncpg
 
-from bench import huge, limits, procs, workloads
+from bench import client_path, huge, limits, procs, workloads
 from bench.counters import Counters
 from bench.report import table
 from bench.stack import ROOT, BenchStack
 
 RESULTS = ROOT / "bench" / "results"
-DEFAULTS = {"W1": 1000, "W2": 100, "W3": 20, "W4": 20_000, "W5": 10_000, "W6": 50_000}
-QUICK = {"W1": 200, "W2": 20, "W3": 10, "W4": 2_000, "W5": 1_000, "W6": 5_000}
+DEFAULTS = {
+    "W1": 1000,
+    "W1H": 500,
+    "W2": 100,
+    "W3": 20,
+    "L1": 100,
+    "W4": 20_000,
+    "S1": 10_000,
+    "S2": 50_000,
+    "L2": 10_000,
+    "W5": 10_000,
+    "W6": 50_000,
+}
+QUICK = {
+    "W1": 200,
+    "W1H": 100,
+    "W2": 20,
+    "W3": 10,
+    "L1": 20,
+    "W4": 2_000,
+    "S1": 1_000,
+    "S2": 5_000,
+    "L2": 1_000,
+    "W5": 1_000,
+    "W6": 5_000,
+}
+DEFAULT_WORKLOADS = "W1,W1H,W2,W3,L1,W4,S1,S2,L2"
+"""In this order: S1's and S2's executions wait forever, so they come after the others."""
 RUNNERS = {
     "W1": workloads.w1,
     "W2": workloads.w2,
     "W3": workloads.w3,
     "W4": workloads.w4,
+    "W1H": client_path.w1h,
+    "S1": client_path.s1,
+    "S2": client_path.s2,
+    "L1": client_path.l1,
+    "L2": client_path.l2,
     "W5": huge.w5,
     "W6": huge.w6,
 }
@@ -52,12 +83,13 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--quick",
         action="store_true",
-        help="smaller sizes (W1 200, W2 20, W3 10, W4 2000, W5 1000, W6 5000)",
+        help="smaller sizes: " + ", ".join(f"{k} {v}" for k, v in QUICK.items()),
     )
     parser.add_argument(
         "--workloads",
-        default="W1,W2,W3,W4",
-        help="comma-separated, of W1-W6 (W5 and W6, one huge execution, only when named)",
+        default=DEFAULT_WORKLOADS,
+        help=f"comma-separated, of {', '.join(DEFAULTS)} (default {DEFAULT_WORKLOADS};"
+        " W5 and W6, one huge execution, only when named)",
     )
     parser.add_argument("--n", type=int, help="the size of every workload chosen (overrides)")
     for key in DEFAULTS:
@@ -107,7 +139,9 @@ async def main(argv: list[str] | None = None) -> int:
     chosen = [w.strip().upper() for w in args.workloads.split(",") if w.strip()]
     unknown = [w for w in chosen if w not in DEFAULTS]
     if unknown:
-        print(f"unknown workload {unknown[0]}; the workloads are W1 to W6", file=sys.stderr)
+        print(
+            f"unknown workload {unknown[0]}; the workloads: {', '.join(DEFAULTS)}", file=sys.stderr
+        )
         return 2
     sizes = dict(QUICK if args.quick else DEFAULTS)
     for key in DEFAULTS:

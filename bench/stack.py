@@ -115,6 +115,7 @@ class BenchStack:
         self.topology = Topology(self.namespace, self.partitions)
         self.client = OrbitClient(f"http://127.0.0.1:{self.http_port}", timeout=60.0)
         self.roles: LocalRoles | None = None
+        self.token: str | None = None
         self._users_made = False
 
     @property
@@ -256,6 +257,7 @@ class BenchStack:
         finally:
             await store.close()
         await self.client.close()
+        self.token = token  # the bench's own HTTP load (bench/client_path.py) sends it too
         self.client = OrbitClient(f"http://127.0.0.1:{self.http_port}", timeout=60.0, token=token)
 
     async def _wait_gateway(self, timeout: float = 60.0) -> None:
