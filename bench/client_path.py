@@ -121,7 +121,7 @@ async def _settled(stack: BenchStack, say: Say, label: str) -> None:
     while True:
         stack.check_alive()
         counts = await stack.queue_counts(queues)
-        queued = sum(ready + unacked for ready, unacked in counts.values())
+        queued = sum(ready for ready, _consumers in counts.values())
         if queued == 0:
             return
         if time.monotonic() > deadline:
@@ -419,15 +419,21 @@ async def _gateway_waits(stack: BenchStack) -> float:
     for line in (await _metric_text(stack)).splitlines():
         if line.startswith("orbit_gateway_waits "):
             return float(line.split()[1])
-    return 0.0
+    raise CheckFailed("L2: the gateway's /metrics has no orbit_gateway_waits")
 
 
 async def _metric_text(stack: BenchStack) -> str:
     reader, writer = await asyncio.open_connection("127.0.0.1", stack.http_port)
-    writer.write(b"GET /metrics HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+    writer.write(
+        b"GET /metrics HTTP/1.1\r\nhost: 127.0.0.1:%d\r\nconnection: close\r\n\r\n"
+        % stack.http_port
+    )
     data = await reader.read()
     writer.close()
-    return data.partition(b"\r\n\r\n")[2].decode()
+    head, _, body = data.partition(b"\r\n\r\n")
+    if not head.startswith(b"HTTP/1.1 200"):
+        raise CheckFailed(f"the gateway's /metrics answered {data[:300]!r}")
+    return body.decode()
 
 
 async def _until(probe: Callable[[], Any], what: str, timeout: float = 300) -> None:

@@ -40,7 +40,9 @@ class Counters:
     published: list[Callback] = field(default_factory=list)
     """Called once per confirmed publish."""
     lost: list[Callback] = field(default_factory=list)
-    """Called when a connection drops without being closed by us."""
+    """Called when a working connection drops without being closed by us (once per
+    outage: a reconnect attempt that fails while restoring its channels is not
+    another loss)."""
     reconnected: list[Callback] = field(default_factory=list)
     """Called when a lost connection is back."""
 
@@ -100,6 +102,8 @@ class NodesConnection(aio_pika.RobustConnection):
         super().__init__(nodes[start], **kwargs)
         self.nodes = nodes
         self._next = start
+        self.up = False
+        """Connected with every channel restored; a loss is counted only from here."""
 
     async def _RobustConnection__connect_transport(self) -> None:
         last: BaseException | None = None
@@ -150,15 +154,24 @@ async def connect(url: str, heartbeat_seconds: int | None = None) -> AbstractRob
         await connection.connect(timeout=CONNECT_TIMEOUT_SECONDS)
     except (OSError, aio_pika.exceptions.AMQPError) as error:
         raise unreachable("RabbitMQ", url, error) from error
+    connection.up = True
     connection.close_callbacks.add(_on_closed)
-    connection.reconnect_callbacks.add(lambda _connection: _report(COUNTERS.reconnected))
+    connection.reconnect_callbacks.add(_on_reconnected)
     return connection
 
 
 def _on_closed(connection: Any, _error: BaseException | None = None) -> None:
-    # Called on our own close() too: only a close nobody asked for is a loss.
-    if not getattr(connection, "_close_called", False) and not connection.is_closed:
+    # Called on our own close() too: only a close nobody asked for is a loss. aio-pika
+    # also calls it when a reconnect attempt connects but fails to restore a channel
+    # (a quorum queue still electing its leader): the outage goes on, it is not a new one.
+    if not connection._close_called and not connection.is_closed and connection.up:
+        connection.up = False
         _report(COUNTERS.lost)
+
+
+def _on_reconnected(connection: Any) -> None:
+    connection.up = True
+    _report(COUNTERS.reconnected)
 
 
 _LOGINS: weakref.WeakKeyDictionary[AbstractChannel, str] = weakref.WeakKeyDictionary()
