@@ -7,8 +7,10 @@ import re
 
 import aio_pika
 import pytest
+from yarl import URL
 
 from orbit_model.errors import redact
+from orbit_sdk import amqp
 from orbit_sdk.amqp import NodesConnection
 from orbit_sdk.amqp_nodes import login_of, split_nodes, vhost_of, with_login
 from orbit_sdk.settings import SettingsError, load_client_settings
@@ -92,3 +94,24 @@ def test_aio_pika_still_has_the_method_the_node_list_overrides() -> None:
     # NodesConnection moves on to the next node by overriding this private method.
     assert hasattr(aio_pika.RobustConnection, "_RobustConnection__connect_transport")
     assert "_RobustConnection__connect_transport" in vars(NodesConnection)
+
+
+def test_a_loss_is_counted_once_per_outage_however_many_attempts_fail() -> None:
+    """aio-pika calls the close callbacks again when an attempt connects but fails to
+    restore a channel: the outage that began with the first loss goes on."""
+    lost: list[None] = []
+    reconnected: list[None] = []
+    amqp.COUNTERS.lost.append(lambda: lost.append(None))
+    amqp.COUNTERS.reconnected.append(lambda: reconnected.append(None))
+    connection = NodesConnection([URL("amqp://h1/"), URL("amqp://h2/")])
+    try:
+        connection.up = True
+        amqp._on_closed(connection)  # the node went away
+        amqp._on_closed(connection)  # an attempt failed restoring its channels
+        assert (len(lost), len(reconnected)) == (1, 0)
+        amqp._on_reconnected(connection)
+        amqp._on_closed(connection)  # a second outage
+        assert (len(lost), len(reconnected)) == (2, 1)
+    finally:
+        amqp.COUNTERS.lost.pop()
+        amqp.COUNTERS.reconnected.pop()
