@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 PYTEST_WORKERS ?= auto
 
-.PHONY: install test test-cluster lint format demo bench lock asyncapi clean compose-secrets
+.PHONY: install test test-cluster lint format demo bench bench-peers lock lock-peers asyncapi clean compose-secrets
 
 install: $(VENV)/.installed
 
@@ -52,6 +52,23 @@ demo: install
 BENCH_ARGS ?=
 bench: install
 	$(BIN)/python -m bench.run $(BENCH_ARGS)
+
+# Orbit beside DBOS Transact and Celery, in one run: the peers get a venv of their
+# own (bench/peers/.venv, from bench/peers/requirements.lock), so that their
+# dependencies never meet Orbit's. BENCH_PEERS_ARGS="--quick" for a small run.
+PEERS_VENV := bench/peers/.venv
+
+$(PEERS_VENV)/.installed: bench/peers/requirements.lock $(VENV)/.installed
+	$(PYTHON) -m venv $(PEERS_VENV)
+	$(BIN)/uv pip install --quiet --python $(PEERS_VENV)/bin/python -r bench/peers/requirements.lock
+	touch $@
+
+bench-peers: install $(PEERS_VENV)/.installed
+	$(BIN)/python -m bench.peers.run $(BENCH_PEERS_ARGS)
+
+lock-peers: install
+	$(BIN)/uv pip compile --quiet bench/peers/requirements.in --python-version 3.11 \
+		-o bench/peers/requirements.lock
 
 # Re-pin every dependency after editing a pyproject.toml: the three distributions
 # with every extra, and the workspace's dev group; the distributions themselves

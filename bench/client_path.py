@@ -147,26 +147,66 @@ def _cpu_ms_per(before: Any, after: Any, name: str, n: int) -> float:
 
 async def w1h(stack: BenchStack, counters: Counters, say: Say, n: int) -> dict[str, Any]:
     """W1 started over HTTP by 16 concurrent callers, each starting and waiting."""
-    steps = workflows.W1_STEPS
-    say(f"W1H: {n} executions of {steps} steps, {W1H_CALLERS} callers of OrbitClient.start(wait)")
+    return await _started_and_waited(
+        stack,
+        counters,
+        say,
+        "W1H",
+        "bench-seq3",
+        [({"value": i}, workflows.expected_sequential(i, workflows.W1_STEPS)) for i in range(n)],
+        workflows.W1_STEPS,
+    )
+
+
+async def w2h(stack: BenchStack, counters: Counters, say: Say, n: int) -> dict[str, Any]:
+    """W2 (a fan-out of 20 and a sum) started over HTTP the same way."""
+    return await _started_and_waited(
+        stack,
+        counters,
+        say,
+        "W2H",
+        "bench-fan-out",
+        [
+            ({"numbers": workflows.fan_out_input(i)}, workflows.expected_fan_out(i))
+            for i in range(n)
+        ],
+        workflows.W2_WIDTH + 1,
+    )
+
+
+async def _started_and_waited(
+    stack: BenchStack,
+    counters: Counters,
+    say: Say,
+    label: str,
+    workflow: str,
+    runs: list[tuple[dict[str, Any], dict[str, Any]]],
+    steps: int,
+) -> dict[str, Any]:
+    """Each of ``runs`` (an input, the output it must end with) started by one of
+    W1H_CALLERS concurrent callers of ``OrbitClient.start(..., wait=True)``."""
+    n = len(runs)
+    callers = f"{W1H_CALLERS} callers of OrbitClient.start(wait)"
+    say(f"{label}: {n} executions of {steps} steps, {callers}")
     pending = list(range(n))
     wrong: list[str] = []
     answered: list[float] = []
+    prefix = label.lower()
     assert stack.token is not None
     async with OrbitClient(stack.client.urls, timeout=60.0, token=stack.token) as client:
 
         async def caller() -> None:
             while pending:
                 i = pending.pop()
+                given, want = runs[i]
                 t0 = time.monotonic()
                 started = await client.start(
-                    "bench-seq3", {"value": i}, execution_id=f"w1h-{i}", wait=True
+                    workflow, given, execution_id=f"{prefix}-{i}", wait=True
                 )
                 answered.append(time.monotonic() - t0)
                 execution = started["execution"]
-                want = workflows.expected_sequential(i, steps)
                 if execution["status"] != "completed" or execution["output"] != want:
-                    wrong.append(f"w1h-{i}: {execution['status']} {execution['output']}")
+                    wrong.append(f"{prefix}-{i}: {execution['status']} {execution['output']}")
 
         before = await counters.snapshot()
         t0 = time.monotonic()
@@ -174,8 +214,8 @@ async def w1h(stack: BenchStack, counters: Counters, say: Say, n: int) -> dict[s
         wall = time.monotonic() - t0
         after = await counters.snapshot()
     if wrong:
-        raise CheckFailed(f"W1H: {len(wrong)} of {n} wrong: {wrong[:5]}")
-    say(f"  W1H: all {n} completed and checked; wall {wall:.2f} s")
+        raise CheckFailed(f"{label}: {len(wrong)} of {n} wrong: {wrong[:5]}")
+    say(f"  {label}: all {n} completed and checked; wall {wall:.2f} s")
     return {
         "executions": n,
         "steps_per_execution": steps,
