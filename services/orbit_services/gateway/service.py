@@ -131,6 +131,7 @@ class GatewayService:
             port=settings.http_port,
             log_config=None,
             lifespan="off",
+            http="httptools",  # a dependency: C parsing, not h11's pure Python
             timeout_graceful_shutdown=int(DRAIN_SECONDS),
         )
         self._server = server = _EmbeddedServer(config)
