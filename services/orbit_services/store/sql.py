@@ -154,31 +154,49 @@ WHERE execution_id = :execution_id AND seq > :after_seq ORDER BY seq
 # For each execution, its snapshot if it has one of this version newer than the
 # seq the reader holds, then the events after the snapshot (or after that seq):
 # one round trip, each execution read by its own key (snapshots.py).
+#
+# Each execution's rows are read by a LATERAL subquery that OFFSET 0 keeps from
+# being flattened into a join: a join lets the plan asyncpg's prepared statement
+# settles on (a generic plan, estimating ten ids and hundreds of events each)
+# hash the ids and scan the whole history, 194 ms at 250,000 events where the
+# index takes 0.2 ms. These read by (execution_id, seq) and nothing else.
 READ_FROM_SNAPSHOTS = S("""
 WITH wanted AS (
     SELECT c.execution_id, s.seq AS snapshot_seq, s.state,
            greatest(c.after_seq, coalesce(s.seq, 0)) AS after_seq
     FROM unnest(:execution_ids::text[], :after_seqs::bigint[]) AS c(execution_id, after_seq)
-    LEFT JOIN snapshots AS s
-        ON s.execution_id = c.execution_id AND s.version = :version AND s.seq > c.after_seq
+    LEFT JOIN LATERAL (
+        SELECT seq, state FROM snapshots
+        WHERE execution_id = c.execution_id AND version = :version AND seq > c.after_seq
+        OFFSET 0
+    ) AS s ON true
 )
 SELECT w.execution_id, w.snapshot_seq AS seq, NULL::timestamptz AS recorded_at,
        NULL::text AS type, w.state::text AS data, true AS snapshot
 FROM wanted AS w WHERE w.snapshot_seq IS NOT NULL
 UNION ALL
-SELECT h.execution_id, h.seq, h.recorded_at, h.type, h.data::text, false
-FROM wanted AS w JOIN history AS h ON h.execution_id = w.execution_id AND h.seq > w.after_seq
+SELECT w.execution_id, h.seq, h.recorded_at, h.type, h.data::text, false
+FROM wanted AS w CROSS JOIN LATERAL (
+    SELECT seq, recorded_at, type, data FROM history
+    WHERE execution_id = w.execution_id AND seq > w.after_seq
+    OFFSET 0
+) AS h
 ORDER BY execution_id, snapshot DESC, seq
 """)
 
 SNAPSHOT_OF = S("SELECT seq, version FROM snapshots WHERE execution_id = :execution_id")
 
-# The new events of many executions at once: one round trip for a decider batch.
+# The new events of many executions at once: one round trip for a decider batch,
+# each execution's read by its key (LATERAL and OFFSET 0: see READ_FROM_SNAPSHOTS).
 READ_EVENTS_MANY = S("""
-SELECT h.execution_id, h.seq, h.recorded_at, h.type, h.data::text AS data
+SELECT c.execution_id, h.seq, h.recorded_at, h.type, h.data::text AS data
 FROM unnest(:execution_ids::text[], :after_seqs::bigint[]) AS c(execution_id, after_seq)
-JOIN history AS h ON h.execution_id = c.execution_id AND h.seq > c.after_seq
-ORDER BY h.execution_id, h.seq
+CROSS JOIN LATERAL (
+    SELECT seq, recorded_at, type, data FROM history
+    WHERE execution_id = c.execution_id AND seq > c.after_seq
+    OFFSET 0
+) AS h
+ORDER BY c.execution_id, h.seq
 """)
 
 EXECUTION_BY_ID = S("""
