@@ -150,6 +150,7 @@ def table(result: dict[str, Any]) -> str:
             cost = w[key].get("cost") or w[key].get("cost_signal_phase")
             cpu = ", ".join(f"{k} {v:.1f}" for k, v in cost["cpu_seconds"].items())
             out.append(f"{key} CPU seconds over {cost['interval_s']} s: {cpu}")
+    out += _client_path_lines(w)
     out += _huge_lines(w)
     out.append("")
     out.append(
@@ -158,6 +159,48 @@ def table(result: dict[str, Any]) -> str:
     )
     out.append("write transactions and WAL are Postgres's, for the whole cluster.")
     return "\n".join(out)
+
+
+def _client_path_lines(w: dict[str, Any]) -> list[str]:
+    """W1H, W2H, S1, S2, L1 and L2 (bench/client_path.py), when they ran."""
+    out: list[str] = []
+    for key in ("W1H", "W2H"):
+        if key in w:
+            r = w[key]
+            answer = r["client_start_to_answer"]
+            out.append(
+                f"{key} (HTTP, 16 callers of start(wait)): {r['executions']} x"
+                f" {r['steps_per_execution']} steps, {r['steps_per_s']:.1f} steps/s, start→answer"
+                f" p50 {answer['p50_ms']:.1f} ms, CPU {r['cost']['per_step']['cpu_ms_total']}"
+                " ms/step (all processes, the client's included)"
+            )
+    if "S1" in w:
+        r = w["S1"]
+        lat = r["latency"]
+        out.append(
+            f"S1 (single HTTP starts, 32 connections): {r['starts_per_s']:.0f} starts/s, p50"
+            f" {lat['p50_ms']:.1f} / p99 {lat['p99_ms']:.1f} ms, gateway CPU"
+            f" {r['gateway_cpu_ms_per_start']} ms/start; through OrbitClient"
+            f" {r['with_orbit_client']['starts_per_s']:.0f} starts/s"
+        )
+    if "S2" in w:
+        r = w["S2"]
+        out.append(f"S2 (batch starts of {r['batch']}): {r['starts_per_s']:.0f} starts/s")
+    if "L1" in w:
+        r = w["L1"]["answer_after_notify"]
+        out.append(
+            f"L1 (?wait answer after the ending's NOTIFY): p50 {r['p50_ms']:.2f} /"
+            f" p99 {r['p99_ms']:.2f} ms"
+        )
+    if "L2" in w:
+        r = w["L2"]
+        rss = r["gateway_rss_mib"]
+        out.append(
+            f"L2 ({r['waiting_clients']} waiting clients): gateway RSS {rss['before']} →"
+            f" {rss['all_waiting']} MiB ({rss['per_waiting_client_kib']} KiB each), all"
+            f" answered {r['signal_to_last_answer_s']} s after the signals"
+        )
+    return out
 
 
 def _huge_lines(w: dict[str, Any]) -> list[str]:
