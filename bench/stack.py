@@ -351,9 +351,11 @@ class BenchStack:
         connection = await aio_pika.connect(self.amqp_url)
         try:
             channel = await connection.channel()
-            for queue in [*self.engine_queues(), t.dead_letter, f"{self.namespace}.bench-limit"]:
+            # The topology's own lists: a queue or exchange added to Orbit is removed too.
+            tasks = [t.task_queue(task, version) for task, version in workflows.TASKS]
+            for queue in [*t.fixed_queues(), *tasks, f"{self.namespace}.bench-limit"]:
                 await channel.queue_delete(queue)
-            for exchange in (t.commands, t.decider, t.control, t.tasks, t.dead_letter):
+            for exchange in t.exchanges():
                 await channel.exchange_delete(exchange)
         finally:
             await connection.close()
