@@ -96,7 +96,7 @@ def test_aio_pika_still_has_the_method_the_node_list_overrides() -> None:
     assert "_RobustConnection__connect_transport" in vars(NodesConnection)
 
 
-def test_a_loss_is_counted_once_per_outage_however_many_attempts_fail() -> None:
+async def test_a_loss_is_counted_once_per_outage_however_many_attempts_fail() -> None:
     """aio-pika calls the close callbacks again when an attempt connects but fails to
     restore a channel: the outage that began with the first loss goes on."""
     lost: list[None] = []

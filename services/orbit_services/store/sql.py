@@ -153,13 +153,10 @@ WHERE execution_id = :execution_id AND seq > :after_seq ORDER BY seq
 
 # For each execution, its snapshot if it has one of this version newer than the
 # seq the reader holds, then the events after the snapshot (or after that seq):
-# one round trip, each execution read by its own key (snapshots.py).
-#
-# Each execution's rows are read by a LATERAL subquery that OFFSET 0 keeps from
-# being flattened into a join: a join lets the plan asyncpg's prepared statement
-# settles on (a generic plan, estimating ten ids and hundreds of events each)
-# hash the ids and scan the whole history, 194 ms at 250,000 events where the
-# index takes 0.2 ms. These read by (execution_id, seq) and nothing else.
+# one round trip (snapshots.py). Each execution is read by its key in a LATERAL
+# subquery that OFFSET 0 keeps from being flattened into a join: as a join, the
+# generic plan of asyncpg's prepared statement hashed the ids and scanned the
+# whole history (194 ms at 250,000 events; tests/integration/test_query_plans.py).
 READ_FROM_SNAPSHOTS = S("""
 WITH wanted AS (
     SELECT c.execution_id, s.seq AS snapshot_seq, s.state,
