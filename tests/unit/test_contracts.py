@@ -1,8 +1,15 @@
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from jsonschema import Draft202012Validator
 
-from orbit_model.contracts import SchemaProblem, check_schema, contract_for, json_path
+from orbit_model.contracts import (
+    SchemaProblem,
+    _fast_for,
+    check_schema,
+    contract_for,
+    json_path,
+)
 from orbit_model.errors import ErrorCode, OrbitError
 
 ORDER = {
@@ -92,3 +99,68 @@ def test_json_path_spelling() -> None:
 @given(st.dictionaries(st.text(min_size=1), st.integers()))
 def test_empty_schema_accepts_everything_unchanged(value: dict[str, int]) -> None:
     assert contract_for({}).apply(value) == value
+
+
+# -- the compiled fast path: what it accepts, the reference (jsonschema) accepts --
+
+_JSON = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**70), max_value=2**70)
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | st.text(max_size=6),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner, max_size=4)
+    ),
+    max_leaves=12,
+)
+_FAST_SCHEMAS = [
+    {"type": "object", "required": ["value"], "properties": {"value": {"type": "integer"}}},
+    {"type": "array", "items": {"type": "number", "minimum": 0}, "uniqueItems": True},
+    {"type": "array", "prefixItems": [{"type": "integer"}, {"type": "string"}], "items": False},
+    {"type": "object", "unevaluatedProperties": False, "properties": {"a": {"type": "boolean"}}},
+    {"enum": [1, True, "1", None, [1], {"a": 1}]},
+    {"const": 1},
+    {"type": "string", "pattern": "^\\d+$", "minLength": 1, "maxLength": 3},
+    {"type": "string", "format": "email"},
+    {"oneOf": [{"type": "integer"}, {"type": "number", "multipleOf": 0.5}]},
+    {"type": "object", "patternProperties": {"^x": {"type": "null"}}, "minProperties": 1},
+    {"type": "object", "dependentRequired": {"a": ["b"]}, "propertyNames": {"maxLength": 2}},
+    {"anyOf": [{"type": "array", "contains": {"const": 0}}, {"not": {"type": "array"}}]},
+    {"$defs": {"n": {"type": "integer"}}, "type": "array", "items": {"$ref": "#/$defs/n"}},
+]
+
+
+@pytest.mark.parametrize("schema", _FAST_SCHEMAS)
+def test_schemas_without_defaults_get_the_compiled_validator(schema: dict[str, object]) -> None:
+    assert contract_for(schema)._fast is not None
+    assert contract_for(ORDER)._fast is None  # it declares defaults: the reference only
+
+
+@pytest.mark.parametrize("schema", _FAST_SCHEMAS)
+@given(value=_JSON)
+def test_what_the_compiled_validator_accepts_the_reference_accepts(
+    schema: dict[str, object], value: object
+) -> None:
+    fast = contract_for(schema)._fast
+    assert fast is not None
+    if fast.is_valid(value):
+        assert not list(Draft202012Validator(schema).iter_errors(value)), value
+
+
+@pytest.mark.parametrize(
+    ("schema", "value"),
+    [
+        ({"type": "string", "pattern": "^\\d+$"}, "١٢"),  # Arabic digits: Python's \d only
+        ({"type": "integer"}, 2**80),  # past 64 bits
+    ],
+)
+def test_where_the_compiled_validator_refuses_the_reference_decides(
+    schema: dict[str, object], value: object
+) -> None:
+    assert contract_for(schema).apply(value) == value
+
+
+@pytest.mark.parametrize("ref", ["https://example.invalid/s.json", "file:///etc/hostname"])
+def test_the_compiled_validator_retrieves_no_referenced_schema(ref: str) -> None:
+    assert _fast_for({"$ref": ref}) is None  # refused to retrieve it, so not built
