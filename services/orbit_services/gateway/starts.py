@@ -22,7 +22,7 @@ from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.inputs import start_execution
 from orbit_model.messages import StartExecution
 from orbit_model.names import EXECUTION_ID, EXECUTION_ID_RULE
-from orbit_model.state import ExecutionState, evolve
+from orbit_model.state import NO_EVENTS, evolve
 from orbit_services.gateway.definitions import DefinitionRegistry
 from orbit_services.runtime.settings import Settings
 from orbit_services.store import (
@@ -214,7 +214,7 @@ class Starts:
             delivery_secret=secrets.token_urlsafe(DELIVERY_SECRET_BYTES),
         )
         wake = self._wake(execution_id)
-        append = Append(execution_id, 0, [event], evolve(ExecutionState(), event), outbox=[wake])
+        append = Append(execution_id, 0, [event], evolve(NO_EVENTS, event), outbox=[wake])
         given = command.execution_id is not None
         return _Start(index, execution_id, given, definition, append)
 

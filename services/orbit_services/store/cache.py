@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 
-from orbit_model.state import ExecutionState
+from orbit_model.state import NO_EVENTS, ExecutionState
 from orbit_services.store.event_store import EventStore
 from orbit_services.store.history import HistoryUnreadable, fold
 
@@ -103,7 +103,7 @@ class StateCache:
         loaded = await self.store.snapshots.read(after)
         new_events = loaded.events
         for execution_id in after:
-            before = loaded.snapshots.get(execution_id) or known[execution_id] or ExecutionState()
+            before = loaded.snapshots.get(execution_id) or known[execution_id] or NO_EVENTS
             try:
                 current = fold(execution_id, before, new_events[execution_id])
             except HistoryUnreadable as error:
