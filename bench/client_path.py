@@ -107,8 +107,10 @@ class RawHttp:
         return await self.answer()
 
 
-async def _connections(stack: BenchStack, n: int) -> list[RawHttp]:
-    connections = [RawHttp(stack.http_port, stack.token) for _ in range(n)]
+async def _connections(stack: BenchStack, n: int, spread: bool = False) -> list[RawHttp]:
+    """``n`` open connections to the gateway, or (``spread``) to each gateway in turn."""
+    ports = list(stack.gateway_ports.values()) if spread else [stack.http_port]
+    connections = [RawHttp(ports[i % len(ports)], stack.token) for i in range(n)]
     for start in range(0, n, 500):  # within the listen backlog
         await asyncio.gather(*(c.open() for c in connections[start : start + 500]))
     return connections
@@ -450,24 +452,29 @@ async def l1(stack: BenchStack, counters: Counters, say: Say, runs: int) -> dict
     }
 
 
-def _gateway_rss_mib(stack: BenchStack) -> float:
-    kib = procs.status_kib(stack.procs["gateway"].pid, "VmRSS") or 0
-    return round(kib / 1024, 1)
+def _gateways_rss_mib(stack: BenchStack) -> dict[str, float]:
+    """Each gateway's RSS."""
+    return {
+        name: round((procs.status_kib(stack.procs[name].pid, "VmRSS") or 0) / 1024, 1)
+        for name in stack.gateway_ports
+    }
 
 
 async def _gateway_waits(stack: BenchStack) -> float:
-    for line in (await _metric_text(stack)).splitlines():
+    """The waits registered, summed over the gateways."""
+    return sum([await _waits_at(port) for port in stack.gateway_ports.values()])
+
+
+async def _waits_at(port: int) -> float:
+    for line in (await _metric_text(port)).splitlines():
         if line.startswith("orbit_gateway_waits "):
             return float(line.split()[1])
     raise CheckFailed("L2: the gateway's /metrics has no orbit_gateway_waits")
 
 
-async def _metric_text(stack: BenchStack) -> str:
-    reader, writer = await asyncio.open_connection("127.0.0.1", stack.http_port)
-    writer.write(
-        b"GET /metrics HTTP/1.1\r\nhost: 127.0.0.1:%d\r\nconnection: close\r\n\r\n"
-        % stack.http_port
-    )
+async def _metric_text(port: int) -> str:
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(b"GET /metrics HTTP/1.1\r\nhost: 127.0.0.1:%d\r\nconnection: close\r\n\r\n" % port)
     data = await reader.read()
     writer.close()
     head, _, body = data.partition(b"\r\n\r\n")
@@ -500,8 +507,8 @@ async def l2(stack: BenchStack, counters: Counters, say: Say, n: int) -> dict[st
             raise CheckFailed(f"L2: a batch start answered {status}")
     await starter.close()
     await _settled(stack, say, "L2")
-    rss_before = _gateway_rss_mib(stack)
-    connections = await _connections(stack, n)
+    rss_before = _gateways_rss_mib(stack)
+    connections = await _connections(stack, n, spread=True)
     t_open = time.monotonic()
     for i, connection in enumerate(connections):
         connection.send("GET", f"/v1/executions/l2-{i}?wait=60")
@@ -512,8 +519,8 @@ async def l2(stack: BenchStack, counters: Counters, say: Say, n: int) -> dict[st
     await _until(all_waiting, f"{n} waits registered")
     registered = time.monotonic() - t_open
     await asyncio.sleep(1.0)
-    rss_waiting = _gateway_rss_mib(stack)
-    say(f"  L2: {n} waiting; gateway RSS {rss_before} → {rss_waiting} MiB")
+    rss_waiting = _gateways_rss_mib(stack)
+    say(f"  L2: {n} waiting; gateways' RSS {rss_before} → {rss_waiting} MiB")
     endings = _Endings()
     await endings.open(stack.settings.database_url)
     answered: dict[int, float] = {}
@@ -548,14 +555,19 @@ async def l2(stack: BenchStack, counters: Counters, say: Say, n: int) -> dict[st
         raise CheckFailed(f"L2: {n - len(delays)} endings were not announced")
     wall = max(answered.values()) - t_signal
     say(f"  L2: all {n} answered in {wall:.1f} s after the signals")
+    before, waiting = sum(rss_before.values()), sum(rss_waiting.values())
     return {
         "waiting_clients": n,
-        "each": "its own HTTP/1.1 connection, GET /v1/executions/{id}?wait=60",
+        "gateways": len(stack.gateway_ports),
+        "each": "its own HTTP/1.1 connection, GET /v1/executions/{id}?wait=60, the"
+        " connections dealt to the gateways in turn",
         "registered_s": round(registered, 2),
         "gateway_rss_mib": {
-            "before": rss_before,
-            "all_waiting": rss_waiting,
-            "per_waiting_client_kib": round((rss_waiting - rss_before) * 1024 / n, 2),
+            "before": round(before, 1),
+            "all_waiting": round(waiting, 1),
+            "per_gateway_before": rss_before,
+            "per_gateway_all_waiting": rss_waiting,
+            "per_waiting_client_kib": round((waiting - before) * 1024 / n, 2),
         },
         "signal_to_last_answer_s": round(wall, 2),
         "answer_after_notify": _spread(delays),

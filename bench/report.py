@@ -196,7 +196,8 @@ def _client_path_lines(w: dict[str, Any]) -> list[str]:
         r = w["L2"]
         rss = r["gateway_rss_mib"]
         out.append(
-            f"L2 ({r['waiting_clients']} waiting clients): gateway RSS {rss['before']} →"
+            f"L2 ({r['waiting_clients']} waiting clients, {r.get('gateways', 1)} gateway(s)):"
+            f" gateway RSS {rss['before']} →"
             f" {rss['all_waiting']} MiB ({rss['per_waiting_client_kib']} KiB each), all"
             f" answered {r['signal_to_last_answer_s']} s after the signals"
         )

@@ -101,6 +101,12 @@ def _args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--amqp-url", default="amqp://guest:guest@127.0.0.1:5672/")
     parser.add_argument("--worker-concurrency", type=int, default=64)
     parser.add_argument(
+        "--gateways",
+        type=int,
+        default=1,
+        help="gateway replicas (L2 spreads its waiters over them)",
+    )
+    parser.add_argument(
         "--no-limits", action="store_true", help="skip measuring the machine's limits"
     )
     parser.add_argument("--output", type=Path, default=RESULTS / "latest.json")
@@ -177,6 +183,7 @@ async def main(argv: list[str] | None = None) -> int:
         RESULTS / "logs" / stamp,
         say=_say,
         worker_concurrency=args.worker_concurrency,
+        gateways=args.gateways,
         **_huge_stack(chosen),
     )
     async with stack:

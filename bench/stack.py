@@ -89,6 +89,9 @@ class BenchStack:
     worker_concurrency: int = 64
     deciders: int = 1
     """Decider processes: the first is ``decider``, the others ``decider-2``, ``decider-3``…"""
+    gateways: int = 1
+    """Gateway processes: ``gateway`` on :attr:`http_port`, then ``gateway-2``… each on a
+    port of its own (:attr:`gateway_ports`)."""
     decider_batch_size: int | None = None
     """``ORBIT_DECIDER_BATCH_SIZE`` of the deciders; None: the default."""
     definitions: dict[str, str] = field(default_factory=dict)
@@ -104,7 +107,10 @@ class BenchStack:
         self.http_port = _free_port()
         # Every process serves its own /metrics: the cost per step is counted from them.
         self.metrics_ports = {name: _free_port() for name in (*self.services, "worker")}
-        self.metrics_ports["gateway"] = self.http_port  # the gateway serves it on its port
+        self.gateway_ports = {"gateway": self.http_port} | {
+            f"gateway-{n}": _free_port() for n in range(2, self.gateways + 1)
+        }
+        self.metrics_ports.update(self.gateway_ports)  # a gateway serves it on its port
         self.settings: Settings = load_settings(
             database_url=_with_database(self.server_url, self.database),
             amqp_url=self.amqp_url,
@@ -147,7 +153,8 @@ class BenchStack:
     def services(self) -> tuple[str, ...]:
         """The service processes' names, each decider's its own."""
         extra = tuple(f"decider-{n}" for n in range(2, self.deciders + 1))
-        return (*SERVICES, *extra)
+        more_gateways = tuple(f"gateway-{n}" for n in range(2, self.gateways + 1))
+        return (*SERVICES, *extra, *more_gateways)
 
     def metrics_urls(self) -> dict[str, str]:
         """The ``/metrics`` of each service and of the worker."""
@@ -172,7 +179,7 @@ class BenchStack:
                 "ORBIT_BROKER_AUTH": "roles",
                 "ORBIT_NAMESPACE": self.namespace,
                 "ORBIT_DECIDER_PARTITIONS": str(self.partitions),
-                "ORBIT_HTTP_PORT": str(self.http_port),
+                "ORBIT_HTTP_PORT": str(self.gateway_ports.get(name, self.http_port)),
                 "ORBIT_LOG_LEVEL": "WARNING",
                 # Auth stays on (its cost is part of every request); counters.py
                 # scrapes /metrics, so the gateway serves it without a token.
@@ -187,7 +194,7 @@ class BenchStack:
             env["ORBIT_DECIDER_BATCH_SIZE"] = str(self.decider_batch_size)
         if name == "worker":
             env["BENCH_WORKER_METRICS_PORT"] = str(self.metrics_ports[name])
-        elif name != "gateway":
+        elif name not in self.gateway_ports:
             env["ORBIT_METRICS_PORT"] = str(self.metrics_ports[name])
         return env
 
@@ -227,7 +234,8 @@ class BenchStack:
         self.say(f"RabbitMQ users {self.namespace}.<role>, .worker.bench, .client.bench made")
         for name in self.services:
             await self._spawn(name, "service", name.partition("-")[0])
-        await self._wait_gateway()
+        for port in self.gateway_ports.values():
+            await self._wait_gateway(port)
         self.say(f"services up: {', '.join(f'{p.name}={p.pid}' for p in self.procs.values())}")
         for name, text in {**workflows.DEFINITIONS, **self.definitions}.items():
             await self.client.deploy(text)
@@ -260,13 +268,13 @@ class BenchStack:
         self.token = token  # the bench's own HTTP load (bench/client_path.py) sends it too
         self.client = OrbitClient(f"http://127.0.0.1:{self.http_port}", timeout=60.0, token=token)
 
-    async def _wait_gateway(self, timeout: float = 60.0) -> None:
+    async def _wait_gateway(self, port: int, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
         async with httpx.AsyncClient() as http:
             while True:
                 self.check_alive()
                 try:
-                    response = await http.get(f"http://127.0.0.1:{self.http_port}/readyz")
+                    response = await http.get(f"http://127.0.0.1:{port}/readyz")
                     if response.status_code == 200:
                         return
                 except httpx.TransportError:
