@@ -126,6 +126,19 @@ async def release_lock(inp: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
     return {"unlocked": inp.get("order")}
 
 
+# -- approval -----------------------------------------------------------------
+
+
+@task("submit-request", version="1")
+async def submit_request(inp: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
+    return {"submitted": inp.get("request")}
+
+
+@task("notify-requester", version="1")
+async def notify_requester(inp: dict[str, Any], ctx: TaskContext) -> dict[str, Any]:
+    return {"sent": True, "approved": inp.get("approved")}
+
+
 TASKS = [
     greet,
     square,
@@ -138,6 +151,8 @@ TASKS = [
     release_stock,
     refund_card,
     release_lock,
+    submit_request,
+    notify_requester,
 ]
 
 worker = Worker(TASKS, worker_id="examples", concurrency=32)

@@ -16,8 +16,10 @@ from orbit_services.gateway.auth import (
     AUTH_DISABLED_WARNING,
     OPEN_PATHS,
     Authenticate,
+    check_token,
     grant_of,
 )
+from orbit_services.gateway.console.mount import mount_console
 from orbit_services.gateway.errors import install_error_handlers
 from orbit_services.gateway.executions import Executions
 from orbit_services.gateway.guard import ENVELOPE_BYTES, BodyGuard, HostGuard
@@ -67,11 +69,12 @@ def create_app(executions: Executions, checks: Mapping[str, Check] | None = None
     app.add_middleware(BodyGuard, max_body_bytes=limit)
     auth_on = settings.auth != "disabled"
     open_paths = OPEN_PATHS | ({"/metrics"} if settings.metrics_public else set())
+    jwts = _jwt_verifier(settings) if auth_on else None
     app.add_middleware(
         Authenticate,
         tokens=executions.store.tokens if auth_on else None,
         open_paths=open_paths,
-        jwts=_jwt_verifier(settings) if auth_on else None,
+        jwts=jwts,
     )
     if settings.http_cors_origins:
         app.add_middleware(
@@ -91,6 +94,12 @@ def create_app(executions: Executions, checks: Mapping[str, Check] | None = None
     warnings = [] if auth_on else [AUTH_DISABLED_WARNING]
     app.include_router(_health_router(dict(checks or {}), warnings))
     app.include_router(_metrics_router(public=settings.metrics_public))
+    tokens = executions.store.tokens
+    mount_console(
+        app,
+        executions,
+        (lambda token: check_token(tokens, jwts, token)) if auth_on else None,
+    )
     app.openapi = lambda: _openapi(app, None if not auth_on else open_paths)  # type: ignore[method-assign]
     return app
 

@@ -25,6 +25,7 @@ from starlette.types import Scope as AsgiScope
 from orbit_model.access import UNRESTRICTED, Grant, Scope, bearer_token
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_sdk.logs import LogThrottle
+from orbit_services.gateway.console.session import is_console, is_open, session_token, to_login
 from orbit_services.gateway.errors import error_response
 from orbit_services.gateway.jwt_auth import JwtVerifier, looks_like_jwt
 from orbit_services.store.tokens import TokenStore
@@ -71,21 +72,33 @@ class Authenticate:
             # No route takes one today; should one come, it is not to pass unchecked.
             await send({"type": "websocket.close", "code": 1008})
             return
-        if scope["type"] != "http" or scope["path"] in self.open_paths:
+        path = scope["path"]
+        if scope["type"] != "http" or path in self.open_paths:
+            await self.app(scope, receive, send)
+            return
+        console = is_console(path)
+        if console and is_open(path):
             await self.app(scope, receive, send)
             return
         if self.tokens is None:
             grant: Grant | None = UNRESTRICTED
         else:
-            header = dict(scope["headers"]).get(b"authorization")
-            token = bearer_token(header.decode("latin-1") if header is not None else None)
+            if console:  # the console's pages take the token from its cookie only
+                token = session_token(scope) or ""
+            else:
+                header = dict(scope["headers"]).get(b"authorization")
+                token = bearer_token(header.decode("latin-1") if header is not None else None)
             try:
                 grant = await self._grant(token)
             except Exception as error:  # outside FastAPI's handlers: answered here
                 await _refusal(error)(scope, receive, send)
                 return
         if grant is None:
-            response = error_response(ErrorCode.UNAUTHENTICATED, _UNAUTHENTICATED)
+            response = (
+                to_login(scope)
+                if console
+                else error_response(ErrorCode.UNAUTHENTICATED, _UNAUTHENTICATED)
+            )
             await response(scope, receive, send)
             return
         scope.setdefault("state", {})["grant"] = grant
@@ -93,9 +106,15 @@ class Authenticate:
 
     async def _grant(self, token: str) -> Grant | None:
         assert self.tokens is not None
-        if self.jwts is not None and looks_like_jwt(token):
-            return await self.jwts.grant(token)
-        return await self.tokens.grant(token)
+        return await check_token(self.tokens, self.jwts, token)
+
+
+async def check_token(tokens: TokenStore, jwts: JwtVerifier | None, token: str) -> Grant | None:
+    """What ``token`` may do: a JWT checked against the identity provider, when one is
+    set and the token is shaped as one, an API token otherwise; None when it is not valid."""
+    if jwts is not None and looks_like_jwt(token):
+        return await jwts.grant(token)
+    return await tokens.grant(token)
 
 
 def _refusal(error: Exception) -> Any:

@@ -42,8 +42,12 @@ class DefinitionRegistry:
         """Workflow name → registrations through this registry (a read that overlaps
         one is not remembered: it may predate it)."""
 
-    async def register(self, definition: Definition) -> tuple[Definition, bool]:
+    async def register(
+        self, definition: Definition, source: str | None = None
+    ) -> tuple[Definition, bool]:
         """Pin the children and store the definition; it as stored, and whether it is new.
+
+        ``source``: the YAML it was compiled from (None for IR), kept to be shown.
 
         Raises:
             OrbitError: ``CHILD_NOT_REGISTERED`` for a ``workflow:`` step whose child
@@ -51,7 +55,7 @@ class DefinitionRegistry:
                 ``DEFINITION_CONFLICT`` when its name and version hold another one.
         """
         pinned = await self._pin_children(definition)
-        created = await self.store.register_definition(pinned)
+        created = await self.store.register_definition(pinned, source)
         name = pinned.ir.name
         self._registered[name] = self._registered.get(name, 0) + 1
         self._latest.pop(name, None)

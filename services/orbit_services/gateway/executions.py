@@ -139,13 +139,15 @@ class Executions:
                 f"the definition is {len(body)} bytes; the limit is"
                 f" {self.settings.max_definition_bytes} (ORBIT_MAX_DEFINITION_BYTES)",
             )
-        parsed = definition_from_body(body, is_ir=is_json(content_type))
+        is_ir = is_json(content_type)
+        parsed = definition_from_body(body, is_ir=is_ir)
         grant.require(Scope.DEFINITIONS_WRITE, parsed.ir.name)
         # A narrowed token would otherwise reach other workflows by starting them as
         # children: the children must be its workflows too.
         for child, _ in children_of(parsed):
             grant.require(Scope.DEFINITIONS_WRITE, child)
-        definition, created = await self.registry.register(parsed)
+        source = None if is_ir else body.decode("utf-8")  # UTF-8: definition_from_body saw to it
+        definition, created = await self.registry.register(parsed, source)
         ir = definition.ir
         return {"name": ir.name, "version": ir.version, "hash": definition.hash, "created": created}
 

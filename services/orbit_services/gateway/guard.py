@@ -5,12 +5,15 @@ counted as it arrives.
 A browser may send a ``text/plain``, form or multipart POST to any site without
 asking first; refusing every other type (415 ``UNSUPPORTED_MEDIA_TYPE``) keeps
 such cross-site requests from registering a definition or cancelling an
-execution, with or without auth. A body over the limit is refused (413
-``PAYLOAD_TOO_LARGE``) from its ``Content-Length`` or, when it has none, as
-soon as more bytes came than allowed: it is never read whole first (the guard
-reads it, and hands it on whole, so the refusal is the same on every route). A
-path or query with a NUL or a lone surrogate (``%ED%A0%80``) is refused 400
-``INVALID_REQUEST``, where the server would hand the route U+FFFD in its place.
+execution, with or without auth. The console's pages (``/ui``) take plain
+forms, each with a CSRF token that a cross-site page cannot know.
+
+A body over the limit is refused (413 ``PAYLOAD_TOO_LARGE``) from its
+``Content-Length`` or, when it has none, as soon as more bytes came than
+allowed: it is never read whole first (the guard reads it, and hands it on
+whole, so the refusal is the same on every route). A path or query with a
+NUL or a lone surrogate (``%ED%A0%80``) is refused 400 ``INVALID_REQUEST``,
+where the server would hand the route U+FFFD in its place.
 """
 
 from __future__ import annotations
@@ -21,12 +24,14 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.payloads import text_problem
+from orbit_services.gateway.console.session import is_console
 from orbit_services.gateway.errors import error_response
 
 ENVELOPE_BYTES = 64 * 1024
 """Room a body needs beyond its payload (the start request's other fields)."""
 _WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
 _YAML_TYPES = frozenset({"application/yaml", "application/x-yaml"})
+_FORM_TYPE = "application/x-www-form-urlencoded"
 
 
 def media_type(content_type: str | None) -> str:
@@ -35,10 +40,13 @@ def media_type(content_type: str | None) -> str:
 
 def accepted_type(path: str, content_type: str | None) -> bool:
     """Whether a body of ``content_type`` may be sent to ``path``: JSON (``application/json``
-    or ``…+json``) anywhere, and YAML to ``/v1/definitions``."""
+    or ``…+json``) anywhere, YAML to ``/v1/definitions``, and a form to the console
+    (whose forms carry a CSRF token: gateway.console.session)."""
     media = media_type(content_type)
     if media == "application/json" or media.endswith("+json"):
         return True
+    if is_console(path):
+        return media == _FORM_TYPE
     return path.rstrip("/") == "/v1/definitions" and media in _YAML_TYPES
 
 

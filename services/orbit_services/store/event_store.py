@@ -31,6 +31,7 @@ from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.events import Event
 from orbit_services.store import sql
 from orbit_services.store.appends import append_values
+from orbit_services.store.console import ConsoleReads
 from orbit_services.store.history import UndecodedEvent, decoded, unreadable
 from orbit_services.store.leases import LeaseStore
 from orbit_services.store.listen import Listener
@@ -75,6 +76,8 @@ class EventStore:
         """Worker sessions and dispatcher beats."""
         self.tokens = TokenStore(database)
         """The gateway's API tokens."""
+        self.console = ConsoleReads(database)
+        """What the console reads beyond the API's queries."""
         self._url = url
         self._listeners: list[Listener] = []
         self.timers = TimerStore(database, url)
@@ -281,8 +284,10 @@ class EventStore:
 
     # -- definitions -----------------------------------------------------------
 
-    async def register_definition(self, definition: Definition) -> bool:
+    async def register_definition(self, definition: Definition, source: str | None = None) -> bool:
         """Store a definition; True if new, False if this very one was there.
+
+        ``source``: the YAML it was compiled from, kept as sent for people to read.
 
         Raises:
             OrbitError: ``DEFINITION_CONFLICT`` when its name and version hold another one.
@@ -294,6 +299,7 @@ class EventStore:
             version=ir.version,
             hash=definition.hash,
             ir=ir.canonical_json(),
+            source=source,
         )
         if status.endswith(" 1"):
             self._remember(definition)

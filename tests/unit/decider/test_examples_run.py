@@ -25,6 +25,15 @@ RUNS: dict[str, tuple[dict[str, Any], Any, list[tuple[str, Any]], Any]] = {
         [],
         {"greeting": "hello, world"},
     ),
+    "approval": (
+        {
+            "submit-request": lambda i, _d: {"submitted": i["request"]},
+            "notify-requester": lambda _i, _d: {"sent": True},
+        },
+        {"request": "a new laptop"},
+        [("decision", {"approved": True})],
+        {"approved": True, "notified": True},
+    ),
     "send-invoice": (
         {
             "render-invoice": lambda i, _d: {"invoice_id": f"inv-{i['order']}"},

@@ -1,0 +1,121 @@
+"""What the console reads that the API does not (``EventStore.console``).
+
+The executions list filters by start time and by id prefix, and counts the
+executions of each status under the same filters; the definitions page shows
+the YAML a definition was registered from. Each statement is written so that
+an index serves it at any size (bench/console.py measures the list at
+100,000 executions): the page walks ``executions_by_position`` (or
+``executions_by_status`` / ``executions_by_workflow`` when filtered) newest
+first and stops at its limit; the counts read ``executions_by_status``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+import asyncpg
+
+from orbit_services.store.pool import Database
+from orbit_services.store.rows import ExecutionRow
+from orbit_services.store.statements import Statement
+
+S = Statement.named
+
+_FILTERS = """
+      (:workflow::text IS NULL OR workflow = :workflow)
+  AND (:workflows::text[] IS NULL OR workflow LIKE ANY(:workflows))
+  AND (:since::timestamptz IS NULL OR created_at >= :since)
+  AND (:until::timestamptz IS NULL OR created_at < :until)
+  AND (:prefix::text IS NULL OR starts_with(execution_id, :prefix))
+"""
+
+LIST_PAGE = S(f"""
+SELECT execution_id, position, workflow, version, definition_hash, status, parent,
+       created_at, closed_at
+FROM executions
+WHERE {_FILTERS}
+  AND (:status::text IS NULL OR status = :status)
+  AND (:before::bigint IS NULL OR position < :before)
+ORDER BY position DESC
+LIMIT :limit
+""")
+
+COUNT_BY_STATUS = S(f"""
+SELECT status, count(*) AS n FROM executions WHERE {_FILTERS} GROUP BY status
+""")
+
+EXECUTIONS_BY_ID = S("""
+SELECT execution_id, position, workflow, version, definition_hash, status, parent,
+       created_at, closed_at
+FROM executions WHERE execution_id = ANY(:ids::text[]) ORDER BY position
+""")
+
+DEFINITION_SOURCE = S("SELECT source FROM definitions WHERE name = :name AND version = :version")
+
+
+@dataclass(frozen=True)
+class ListFilter:
+    """What the executions list is narrowed to; None: not narrowed by that."""
+
+    workflow: str | None = None
+    since: datetime | None = None
+    until: datetime | None = None
+    id_prefix: str | None = None
+    like_any: Sequence[str] | None = None
+    """``LIKE`` patterns of the workflows a narrowed token may see."""
+
+    def values(self) -> dict[str, object]:
+        return {
+            "workflow": self.workflow,
+            "workflows": None if self.like_any is None else list(self.like_any),
+            "since": self.since,
+            "until": self.until,
+            "prefix": self.id_prefix,
+        }
+
+
+class ConsoleReads:
+    """The console's queries over one database."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def page(
+        self, where: ListFilter, status: str | None, before: int | None, limit: int
+    ) -> list[ExecutionRow]:
+        """Up to ``limit`` executions newest first, older than position ``before``."""
+        rows = await self._db.fetch(
+            LIST_PAGE, **where.values(), status=status, before=before, limit=limit
+        )
+        return [_row(record) for record in rows]
+
+    async def counts(self, where: ListFilter) -> dict[str, int]:
+        """How many executions of each status the filter lets through."""
+        rows = await self._db.fetch(COUNT_BY_STATUS, **where.values())
+        return {record["status"]: int(record["n"]) for record in rows}
+
+    async def executions(self, ids: Sequence[str]) -> list[ExecutionRow]:
+        """Those of ``ids`` that exist, oldest first."""
+        rows = await self._db.fetch(EXECUTIONS_BY_ID, ids=list(ids))
+        return [_row(record) for record in rows]
+
+    async def definition_source(self, name: str, version: str) -> str | None:
+        """The YAML ``name@version`` was registered from; None if it came as IR."""
+        value = await self._db.fetchval(DEFINITION_SOURCE, name=name, version=version)
+        return None if value is None else str(value)
+
+
+def _row(record: asyncpg.Record) -> ExecutionRow:
+    return ExecutionRow(
+        execution_id=record["execution_id"],
+        position=record["position"],
+        workflow=record["workflow"],
+        version=record["version"],
+        definition_hash=record["definition_hash"],
+        status=record["status"],
+        parent=record["parent"],
+        created_at=record["created_at"],
+        closed_at=record["closed_at"],
+    )
