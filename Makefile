@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 PYTEST_WORKERS ?= auto
 
-.PHONY: install test test-cluster lint format demo bench bench-peers lock lock-peers asyncapi clean compose-secrets
+.PHONY: install test test-cluster lint format demo bench bench-peers lock lock-peers asyncapi clean compose-secrets console-screenshots bench-console
 
 install: $(VENV)/.installed
 
@@ -28,6 +28,11 @@ test: install
 # eleven service processes, too heavy beside the rest, so on its own.
 test-cluster: install
 	$(BIN)/pytest -m cluster
+
+# The console's screenshots in docs/console.md: its browser tests (Debian's chromium)
+# save each page they visit as they pass.
+console-screenshots: install
+	ORBIT_CONSOLE_SCREENSHOTS=docs/console $(BIN)/pytest -p no:randomly tests/browser -q
 
 # import-linter keeps the boundaries: the model imports nothing of the others, the
 # SDK nothing of the server, no service another, and only the store imports asyncpg.
@@ -62,6 +67,12 @@ $(PEERS_VENV)/.installed: bench/peers/requirements.lock $(VENV)/.installed
 	$(PYTHON) -m venv $(PEERS_VENV)
 	$(BIN)/uv pip install --quiet --python $(PEERS_VENV)/bin/python -r bench/peers/requirements.lock
 	touch $@
+
+# C1, the console's executions list at 100,000 executions (bench/console.py):
+# BENCH_CONSOLE_ARGS="--executions 10000" for a small run.
+BENCH_CONSOLE_ARGS ?=
+bench-console: install
+	$(BIN)/python -m bench.console $(BENCH_CONSOLE_ARGS)
 
 bench-peers: install $(PEERS_VENV)/.installed
 	$(BIN)/python -m bench.peers.run $(BENCH_PEERS_ARGS)

@@ -108,6 +108,16 @@ async def test_a_post_without_the_csrf_token_is_refused(page: Page, stack: Stack
     assert (await stack.client.get(started["execution_id"]))["status"] == "running"
 
 
+async def test_the_console_cookie_opens_nothing_under_v1(page: Page, stack: Stack) -> None:
+    started = await stack.client.start("approval", {"request": "a lamp"})
+    await sign_in(page, stack)
+    api = f"{base_url(stack)}/v1/executions/{started['execution_id']}"
+    assert (await page.request.get(api)).status == 401  # the cookie is the console's only
+    answer = await page.request.post(api + "/cancel", form={"reason": "cross-site"})
+    assert answer.status in (401, 415)
+    assert (await stack.client.get(started["execution_id"]))["status"] == "running"
+
+
 async def test_signing_in_with_a_wrong_token_says_so(page: Page, stack: Stack) -> None:
     await page.goto(base_url(stack) + "/ui/workers")
     await expect(page).to_have_url(f"{base_url(stack)}/ui/login?next=%2Fui%2Fworkers")

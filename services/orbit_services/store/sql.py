@@ -16,7 +16,8 @@ PING = S("SELECT 1")
 # -- definitions -------------------------------------------------------------
 
 INSERT_DEFINITION = S("""
-INSERT INTO definitions (name, version, hash, ir) VALUES (:name, :version, :hash, :ir::jsonb)
+INSERT INTO definitions (name, version, hash, ir, source)
+VALUES (:name, :version, :hash, :ir::jsonb, :source)
 ON CONFLICT DO NOTHING
 """)
 
