@@ -142,6 +142,7 @@ async def run_dev(settings: Settings, say: Say, demo_dir: Path | None = None) ->
 
     async def when_started() -> None:
         say(f"Orbit is running: gateway at {url}, namespace {settings.namespace!r}")
+        say(f"  the console: {url}/ui (sign in with the token `orbit login --show` prints)")
         if demo_dir is not None:
             await _demo(url, token, demo_dir, say)
         say("serving until Ctrl-C")
