@@ -191,4 +191,4 @@ if __name__ == "__main__":
     result = asyncio.run(main(arguments))
     arguments.output.parent.mkdir(parents=True, exist_ok=True)
     arguments.output.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"written to {arguments.output.relative_to(ROOT)}")
+    print(f"written to {arguments.output}")
