@@ -15,10 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
-import asyncpg
-
 from orbit_services.store.pool import Database
-from orbit_services.store.rows import ExecutionRow
+from orbit_services.store.rows import ExecutionRow, execution_row
 from orbit_services.store.statements import Statement
 
 S = Statement.named
@@ -89,7 +87,7 @@ class ConsoleReads:
         rows = await self._db.fetch(
             LIST_PAGE, **where.values(), status=status, before=before, limit=limit
         )
-        return [_row(record) for record in rows]
+        return [execution_row(record) for record in rows]
 
     async def counts(self, where: ListFilter) -> dict[str, int]:
         """How many executions of each status the filter lets through."""
@@ -99,23 +97,9 @@ class ConsoleReads:
     async def executions(self, ids: Sequence[str]) -> list[ExecutionRow]:
         """Those of ``ids`` that exist, oldest first."""
         rows = await self._db.fetch(EXECUTIONS_BY_ID, ids=list(ids))
-        return [_row(record) for record in rows]
+        return [execution_row(record) for record in rows]
 
     async def definition_source(self, name: str, version: str) -> str | None:
         """The YAML ``name@version`` was registered from; None if it came as IR."""
         value = await self._db.fetchval(DEFINITION_SOURCE, name=name, version=version)
         return None if value is None else str(value)
-
-
-def _row(record: asyncpg.Record) -> ExecutionRow:
-    return ExecutionRow(
-        execution_id=record["execution_id"],
-        position=record["position"],
-        workflow=record["workflow"],
-        version=record["version"],
-        definition_hash=record["definition_hash"],
-        status=record["status"],
-        parent=record["parent"],
-        created_at=record["created_at"],
-        closed_at=record["closed_at"],
-    )

@@ -44,6 +44,7 @@ from orbit_services.store.rows import (
     DefinitionRow,
     ExecutionRow,
     StoredEvent,
+    execution_row,
 )
 from orbit_services.store.sessions import SessionStore
 from orbit_services.store.snapshots import SnapshotStore
@@ -230,7 +231,7 @@ class EventStore:
         row = await self._db.fetchrow(sql.EXECUTION_BY_ID, execution_id=execution_id)
         if row is None:
             return None
-        return _execution_row(
+        return execution_row(
             row,
             input=_loads(row["input"]),
             output=_loads(row["output"]),
@@ -256,7 +257,7 @@ class EventStore:
             limit=limit,
             workflows=like_any,
         )
-        return [_execution_row(row) for row in rows]
+        return [execution_row(row) for row in rows]
 
     async def definition_hashes(self, execution_ids: Sequence[str]) -> dict[str, str]:
         """The definition hash of each of these executions that exists."""
@@ -353,19 +354,3 @@ class EventStore:
         for row in await self._db.fetch(sql.TASK_VERSIONS_IN_USE):
             used.setdefault(row["task"], set()).add(row["version"])
         return used
-
-
-def _execution_row(row: asyncpg.Record, **details: Any) -> ExecutionRow:
-    """The columns a listing reads, plus what a lookup adds (``details``)."""
-    return ExecutionRow(
-        execution_id=row["execution_id"],
-        position=row["position"],
-        workflow=row["workflow"],
-        version=row["version"],
-        definition_hash=row["definition_hash"],
-        status=row["status"],
-        parent=row["parent"],
-        created_at=row["created_at"],
-        closed_at=row["closed_at"],
-        **details,
-    )

@@ -137,3 +137,20 @@ class StaleOutboxRow:
 def api_status(state: ExecutionState) -> str:
     """The status clients see: an execution not yet decided on is already running."""
     return "running" if state.status in ("new", "created") else state.status
+
+
+def execution_row(row: Any, **details: Any) -> ExecutionRow:
+    """An ``asyncpg.Record`` of the columns a listing reads, plus what a lookup adds
+    (``details``)."""
+    return ExecutionRow(
+        execution_id=row["execution_id"],
+        position=row["position"],
+        workflow=row["workflow"],
+        version=row["version"],
+        definition_hash=row["definition_hash"],
+        status=row["status"],
+        parent=row["parent"],
+        created_at=row["created_at"],
+        closed_at=row["closed_at"],
+        **details,
+    )

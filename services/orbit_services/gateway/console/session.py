@@ -67,16 +67,16 @@ def _secure(request: Request) -> bool:
     return request.url.scheme == "https"
 
 
-def set_session(response: Response, request: Request, token: str) -> None:
-    """Keep ``token`` in the session cookie: until the browser closes, ``/ui`` only."""
+def _keep(response: Response, request: Request, name: str, value: str) -> None:
+    """A console cookie: until the browser closes, ``/ui`` only, unreadable by scripts."""
     response.set_cookie(
-        SESSION_COOKIE,
-        token,
-        path=CONSOLE_PREFIX,
-        httponly=True,
-        samesite="strict",
-        secure=_secure(request),
+        name, value, path=CONSOLE_PREFIX, httponly=True, samesite="strict", secure=_secure(request)
     )
+
+
+def set_session(response: Response, request: Request, token: str) -> None:
+    """Keep ``token`` in the session cookie."""
+    _keep(response, request, SESSION_COOKIE, token)
 
 
 def clear_session(response: Response) -> None:
@@ -92,14 +92,7 @@ def csrf_token(request: Request) -> tuple[str, bool]:
 
 
 def keep_csrf(response: Response, request: Request, token: str) -> None:
-    response.set_cookie(
-        CSRF_COOKIE,
-        token,
-        path=CONSOLE_PREFIX,
-        httponly=True,
-        samesite="strict",
-        secure=_secure(request),
-    )
+    _keep(response, request, CSRF_COOKIE, token)
 
 
 def forged(request: Request, form: dict[str, str]) -> str | None:
