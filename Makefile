@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 UV_VERSION := 0.13.8
 PYTEST_WORKERS ?= auto
 
-.PHONY: install test test-cluster lint format demo bench bench-peers lock lock-peers asyncapi clean compose-secrets console-screenshots bench-console
+.PHONY: install test test-cluster test-abuse lint format demo bench bench-peers lock lock-peers asyncapi clean compose-secrets console-screenshots bench-console bench-cli
 
 install: $(VENV)/.installed
 
@@ -28,6 +28,12 @@ test: install
 # eleven service processes, too heavy beside the rest, so on its own.
 test-cluster: install
 	$(BIN)/pytest -m cluster
+
+# Attacks on the gateway (tests/abuse), one at a time: each runs against a gateway
+# process while its memory is measured and a client with a token is answered
+# (docs/security.md, "Availability").
+test-abuse: install
+	$(BIN)/pytest -m abuse tests/abuse
 
 # The console's screenshots in docs/console.md: its browser tests (Debian's chromium)
 # save each page they visit as they pass.
@@ -73,6 +79,12 @@ $(PEERS_VENV)/.installed: bench/peers/requirements.lock $(VENV)/.installed
 BENCH_CONSOLE_ARGS ?=
 bench-console: install
 	$(BIN)/python -m bench.console $(BENCH_CONSOLE_ARGS)
+
+# C2, what the SDK costs a process before it does anything: orbit --help, orbit validate,
+# the worker's and the client's imports (bench/cli.py).
+BENCH_CLI_ARGS ?=
+bench-cli: install
+	$(BIN)/python -m bench.cli $(BENCH_CLI_ARGS)
 
 bench-peers: install $(PEERS_VENV)/.installed
 	$(BIN)/python -m bench.peers.run $(BENCH_PEERS_ARGS)

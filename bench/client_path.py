@@ -207,8 +207,8 @@ async def _started_and_waited(
                 )
                 answered.append(time.monotonic() - t0)
                 execution = started["execution"]
-                if execution["status"] != "completed" or execution["output"] != want:
-                    wrong.append(f"{prefix}-{i}: {execution['status']} {execution['output']}")
+                if execution.status != "completed" or execution.output != want:
+                    wrong.append(f"{prefix}-{i}: {execution.status} {execution.output}")
 
         before = await counters.snapshot()
         t0 = time.monotonic()

@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import re
 import statistics
 import time
 from datetime import UTC, datetime, timedelta
@@ -27,8 +28,8 @@ import asyncpg
 import httpx
 
 from bench.stack import BenchStack
-from orbit_services.gateway.console.session import SESSION_COOKIE
-from orbit_services.store.console import COUNT_BY_STATUS, LIST_PAGE
+from orbit_services.gateway.edge.console_session import SESSION_COOKIE
+from orbit_services.store.sql.console import COUNT_BY_STATUS, LIST_PAGE
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -136,6 +137,18 @@ async def _time_pages(
     return figures
 
 
+async def _sign_in(client: httpx.AsyncClient, token: str) -> None:
+    """Sign in as a person does, through the login form: the console's cookie then holds
+    a session of the client's (docs/console.md)."""
+    login = await client.get("/ui/login")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', login.text)
+    if csrf is None:
+        raise SystemExit(f"the login page has no form: {login.status_code}")
+    answer = await client.post("/ui/login", data={"csrf": csrf[1], "token": token, "next": "/ui"})
+    if answer.status_code != 303 or SESSION_COOKIE not in client.cookies:
+        raise SystemExit(f"signing in answered {answer.status_code}: {answer.text[:300]}")
+
+
 async def main(args: argparse.Namespace) -> dict[str, Any]:
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
     stack = BenchStack(args.database_url, args.amqp_url, RESULTS / "logs" / f"console-{stamp}")
@@ -152,8 +165,8 @@ async def main(args: argparse.Namespace) -> dict[str, Any]:
         for name, plan in plans.items():
             print(f"  {name}: {plan['execution_ms']} ms in Postgres, {', '.join(plan['scans'])}")
         base = f"http://127.0.0.1:{stack.http_port}"
-        cookies = {SESSION_COOKIE: stack.token or ""}
-        async with httpx.AsyncClient(base_url=base, cookies=cookies, timeout=30) as client:
+        async with httpx.AsyncClient(base_url=base, timeout=30) as client:
+            await _sign_in(client, stack.token or "")
             figures = await _time_pages(client, _pages(now), args.repeat)
             first = await client.get("/ui")
             shown = first.text.count('<tr data-execution="')

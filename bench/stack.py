@@ -18,6 +18,7 @@ clean-up, the machine limits) use the administrator's ``--amqp-url``.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import socket
@@ -35,10 +36,10 @@ import asyncpg
 import httpx
 
 from bench import workflows
-from orbit_model.access import Scope
+from orbit_model.access import TokenScope
 from orbit_model.topology import Topology
 from orbit_sdk import OrbitClient
-from orbit_services.broker_setup import (
+from orbit_services.commands.broker_setup import (
     BrokerAdmin,
     LocalRoles,
     provision_local_roles,
@@ -52,10 +53,19 @@ SERVICES = ("decider", "dispatcher", "timer", "gateway")
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+L2_CONNECTIONS = 16_384
+"""The gateways' ``ORBIT_HTTP_MAX_CONNECTIONS``: L2's waiting clients and the rest."""
+
+
+def _free_ports(count: int) -> list[int]:
+    """``count`` ports free now, all different: each is held until every one is chosen
+    (chosen one at a time, two could be the same, and a gateway then found its port
+    taken by another process's /metrics)."""
+    with contextlib.ExitStack() as held:
+        probes = [held.enter_context(socket.socket()) for _ in range(count)]
+        for probe in probes:
+            probe.bind(("127.0.0.1", 0))
+        return [int(probe.getsockname()[1]) for probe in probes]
 
 
 def _with_database(url: str, name: str) -> str:
@@ -104,12 +114,15 @@ class BenchStack:
     def __post_init__(self) -> None:
         self.database = f"orbit_bench_{self.suffix}"
         self.namespace = f"bench{self.suffix}"
-        self.http_port = _free_port()
         # Every process serves its own /metrics: the cost per step is counted from them.
-        self.metrics_ports = {name: _free_port() for name in (*self.services, "worker")}
-        self.gateway_ports = {"gateway": self.http_port} | {
-            f"gateway-{n}": _free_port() for n in range(2, self.gateways + 1)
-        }
+        metered = [*self.services, "worker"]
+        replicas = [f"gateway-{n}" for n in range(2, self.gateways + 1)]
+        ports = _free_ports(1 + len(metered) + len(replicas))
+        self.http_port = ports[0]
+        self.metrics_ports = dict(zip(metered, ports[1 : 1 + len(metered)], strict=True))
+        self.gateway_ports = {"gateway": self.http_port} | dict(
+            zip(replicas, ports[1 + len(metered) :], strict=True)
+        )
         self.metrics_ports.update(self.gateway_ports)  # a gateway serves it on its port
         self.settings: Settings = load_settings(
             database_url=_with_database(self.server_url, self.database),
@@ -184,6 +197,9 @@ class BenchStack:
                 # Auth stays on (its cost is part of every request); counters.py
                 # scrapes /metrics, so the gateway serves it without a token.
                 "ORBIT_METRICS_PUBLIC": "true",
+                # L2 holds up to 10,000 clients waiting on one gateway, each a busy
+                # connection: above the default cap (docs/operations.md).
+                "ORBIT_HTTP_MAX_CONNECTIONS": str(L2_CONNECTIONS),
                 "BENCH_WORKER_CONCURRENCY": str(self.worker_concurrency),
                 "PYTHONPATH": str(ROOT),
             }
@@ -261,7 +277,7 @@ class BenchStack:
         """An admin token for the bench's client, made on the database as an operator would."""
         store = await EventStore.connect(self.settings.database_url, min_size=1, max_size=1)
         try:
-            _, token = await store.tokens.create("bench", frozenset({Scope.ADMIN}))
+            _, token = await store.tokens.create("bench", frozenset({TokenScope.ADMIN}))
         finally:
             await store.close()
         await self.client.close()

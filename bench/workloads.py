@@ -222,9 +222,9 @@ async def w3(stack: BenchStack, counters: Counters, say: Say, runs: int) -> dict
         closed = await counters.fetchval(
             "SELECT closed_at FROM executions WHERE execution_id = $1", eid
         )
-        if started["execution"]["status"] != "completed" or closed is None:
+        if started["execution"].status != "completed" or closed is None:
             stack.check_alive()
-            raise CheckFailed(f"W3: {eid} answered {started['execution']['status']}")
+            raise CheckFailed(f"W3: {eid} answered {started['execution'].status}")
         client_e2e.append(_ts(closed) - t0)
         if (run + 1) % 5 == 0 or run + 1 == runs:
             say(f"  W3: {run + 1}/{runs} done, last {client_e2e[-1] * 1000:.1f} ms")

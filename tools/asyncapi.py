@@ -19,10 +19,17 @@ committed as ``docs/asyncapi.json``; regenerate it with ``make asyncapi``
 ``tests/unit/test_asyncapi.py`` fails when the two drift apart.
 
 Channels whose name depends on data use placeholders: ``{partition}`` on the
-``decider`` exchange (``crc32(execution_id) % ORBIT_DECIDER_PARTITIONS``),
-``{task}@{version}`` for task queues and ``{reply_to}`` for answers (the
-request's ``reply_to`` property). FastStream 0.7 writes no ``parameters``
-object for them; the channel descriptions say what they stand for.
+``decider`` and ``results`` exchanges (``crc32(execution_id) %
+ORBIT_DECIDER_PARTITIONS``), ``{task}@{version}`` for task queues and
+``{reply_to}`` for answers (the request's ``reply_to`` property). FastStream
+0.7 writes no ``parameters`` object for them; the channel descriptions say
+what they stand for.
+
+Who sends what is Orbit's own addition to FastStream's document
+(:func:`_with_senders`): FastStream 0.7 writes no AMQP ``userId``, so each
+send operation's AMQP binding gets the ``userId`` its sender publishes with
+(the RabbitMQ user of its role, :mod:`orbit_model.broker_roles`), and the
+server's ``userPassword`` scheme says which user each role logs in as.
 """
 
 from __future__ import annotations
@@ -33,16 +40,19 @@ from typing import Any
 
 from faststream import FastStream
 from faststream.rabbit import ExchangeType, QueueType, RabbitBroker, RabbitExchange, RabbitQueue
+from faststream.security import SASLPlaintext
 from faststream.specification import AsyncAPI
 
+from orbit_model.broker_roles import SENDERS, SERVICE_ROLES, Role, user_name
 from orbit_model.messages import (
-    SCHEMA_VERSION,
+    PROTOCOL_VERSION,
     Command,
     CommandReply,
     ControlReply,
     ControlRequest,
     DeciderInput,
     TaskAssignment,
+    TaskResult,
 )
 from orbit_model.topology import COMMAND_KEY, CONTROL_KEY, DELIVERY_LIMIT, REPLY_TO, Topology
 from orbit_sdk.settings import ClientSettings
@@ -54,6 +64,8 @@ PARTITIONS: int = _DEFAULTS["decider_partitions"].default
 """The decider partitions the committed document is written for (the default)."""
 AMQP_URL: str = _DEFAULTS["amqp_url"].default
 """The server named in the document (FastStream drops its credentials)."""
+SCHEME = "user-password"
+"""The name FastStream gives the server's security scheme (a login and password)."""
 
 
 class DescriptionOnly(RuntimeError):
@@ -96,11 +108,15 @@ def build_broker(namespace: str = NAMESPACE, partitions: int = PARTITIONS) -> Ra
         AMQP_URL,
         description=(
             "The RabbitMQ of an Orbit installation (ORBIT_AMQP_URL). Every name starts with"
-            f" the namespace (ORBIT_NAMESPACE, here `{namespace}`)."
+            f" the namespace (ORBIT_NAMESPACE, here `{namespace}`). Each process logs in as"
+            " the RabbitMQ user of its role (the security scheme says which)."
         ),
+        # Only so that the document names the scheme: the broker never connects.
+        security=SASLPlaintext(username=_named(namespace, Role.WORKER), password="-"),
     )
     commands = _direct(topology.commands)
     decider = _direct(topology.decider)
+    results = _direct(topology.results)
     control = _direct(topology.control)
     tasks = _direct(topology.tasks)
     dead_letter = RabbitExchange(topology.dead_letter, type=ExchangeType.FANOUT, durable=True)
@@ -134,7 +150,7 @@ def build_broker(namespace: str = NAMESPACE, partitions: int = PARTITIONS) -> Ra
                 f"Decider partition {partition}: queue `{queue}` bound to exchange"
                 f" `{topology.decider}` (direct) with key `{partition}`, for executions with"
                 f" `crc32(execution_id) % {partitions} == {partition}`, and to exchange"
-                f" `{topology.results}` (direct, where workers publish their TaskResults)"
+                f" `{topology.results}` (direct, where workers publish each TaskResult)"
                 " with the same key. "
                 + _queue_note(topology, services)
                 + " `x-single-active-consumer: true`: one decider at a time."
@@ -151,7 +167,9 @@ def build_broker(namespace: str = NAMESPACE, partitions: int = PARTITIONS) -> Ra
             f"Worker control requests for the dispatcher: queue `{topology.control}` bound to"
             f" exchange `{topology.control}` (direct) with key `{CONTROL_KEY}`. "
             + _queue_note(topology, services)
-            + " Every request is answered (a ControlReply) on its `reply_to`."
+            + " Every request is answered on its `reply_to` with a Registration, a"
+            " HeartbeatReply, an Unregistered or a ControlError (channel"
+            " `control-reply:send`)."
         ),
     )
     async def answer_control(body: ControlRequest) -> None:
@@ -172,7 +190,10 @@ def build_broker(namespace: str = NAMESPACE, partitions: int = PARTITIONS) -> Ra
                 " decider before it first commits a step of it",
             )
             + " Workers consume it passively (its name comes in Registration.task_queues),"
-            " with manual acks; the Python SDK sets a prefetch of its concurrency."
+            " with manual acks; the Python SDK sets a prefetch of its concurrency. A"
+            " worker's user may read only the queues of its `--tasks` patterns: the"
+            " dispatcher refuses a registration of a contract outside them with a"
+            " ControlError `TASK_NOT_PERMITTED`."
         ),
     )
     async def run_task(body: TaskAssignment) -> None:
@@ -216,9 +237,12 @@ def build_broker(namespace: str = NAMESPACE, partitions: int = PARTITIONS) -> Ra
         title=f"{topology.commands}:send",
         schema=Command,
         description=(
-            "Clients publish commands here (mandatory, confirmed). To get a CommandReply, set"
-            f" `reply_to` (e.g. `{REPLY_TO}`) and a unique `correlation_id`; the Python"
-            " client then publishes it non-persistent, otherwise persistent."
+            "Clients publish commands here (mandatory, confirmed), logged in as a client's"
+            f" user (`{_named(namespace, Role.CLIENT)}`), with that user as `user_id`:"
+            " a command without it, or from a user of a role that may not send commands, is"
+            " answered `PERMISSION_DENIED`. To get a CommandReply, set `reply_to` (e.g."
+            f" `{REPLY_TO}`) and a unique `correlation_id`; the Python client then publishes"
+            " it non-persistent, otherwise persistent."
         ),
     )
     broker.publisher(
@@ -228,14 +252,34 @@ def build_broker(namespace: str = NAMESPACE, partitions: int = PARTITIONS) -> Ra
         title=f"{topology.decider}:send",
         schema=DeciderInput,
         description=(
-            "Inputs for the decider, persistent, mandatory and confirmed, with routing key"
-            f" `{{partition}}` = `str(crc32(utf8(execution_id)) % {partitions})`: Wake (gateway,"
-            " through its outbox), TimerDue (timer service), DeliveryLost (dispatcher on"
-            " unregister, timer service on session expiry), MessageParked (dispatcher, for a"
-            " parked message),"
-            " StartChild, CancelChild and a child's TaskResult to its parent (decider, through"
-            " its outbox),"
-            " and every worker's TaskResult, sent to the assignment's `result_route`."
+            "The services' inputs for the decider, persistent, mandatory and confirmed, with"
+            f" routing key `{{partition}}` = `str(crc32(utf8(execution_id)) % {partitions})`:"
+            " Wake (gateway, through its outbox), TimerDue (timer service), DeliveryLost"
+            " (dispatcher on unregister, timer service on session expiry), MessageParked"
+            " (dispatcher, for a parked message), StartChild, CancelChild and a child's"
+            " TaskResult to its parent (decider, through its outbox). Workers never publish"
+            f" here (their user may not write to `{topology.decider}`): their results go to"
+            f" `{topology.results}` (channel `{topology.results}:send`). "
+            + _senders_note(namespace, "decider", exclude=_TASK_RUNNERS)
+        ),
+    )
+    broker.publisher(
+        exchange=results,
+        routing_key="{partition}",
+        persist=True,
+        title=f"{topology.results}:send",
+        schema=TaskResult,
+        description=(
+            "Workers (and the HTTP adapter) publish each TaskResult here, to the"
+            " assignment's `result_route` exactly as given (exchange"
+            f" `{topology.results}`, routing key `{{partition}}` ="
+            f" `str(crc32(utf8(execution_id)) % {partitions})`), persistent, mandatory and"
+            " confirmed, logged in as the worker's user"
+            f" (`{_named(namespace, Role.WORKER)}`) with that user as `user_id`. The"
+            f" exchange is bound to the decider's partition queues like `{topology.decider}`,"
+            " with the same keys; it is the only one a worker's user may write results to."
+            " A result without `user_id`, or from a user of another role, is dropped (and"
+            " counted)."
         ),
     )
     broker.publisher(
@@ -260,7 +304,10 @@ def build_broker(namespace: str = NAMESPACE, partitions: int = PARTITIONS) -> Ra
         description=(
             "Workers send register, heartbeat and unregister requests here, non-persistent and"
             f" mandatory, with `reply_to: {REPLY_TO}` and a unique `correlation_id`, on the"
-            f" channel that consumes `{REPLY_TO}` (no-ack)."
+            f" channel that consumes `{REPLY_TO}` (no-ack), logged in as the worker's user"
+            f" (`{_named(namespace, Role.WORKER)}`) with that user as `user_id`: a request"
+            " without it, or from a user of another role, is answered with a ControlError"
+            " `PERMISSION_DENIED`."
         ),
     )
     broker.publisher(
@@ -294,14 +341,20 @@ def build_app(namespace: str = NAMESPACE, partitions: int = PARTITIONS) -> FastS
         build_broker(namespace, partitions),
         specification=AsyncAPI(
             title="Orbit",
-            version=str(SCHEMA_VERSION),
+            version=str(PROTOCOL_VERSION),
             description=(
                 "Orbit's AMQP protocol: commands, decider inputs, task queues and"
                 " worker control. Bodies are JSON (`content_type: application/json`) with a"
-                " `type` tag and a schema version `v`; unknown fields are ignored, in"
+                " `type` tag and a protocol version `v` (this document's version: what"
+                " workers and clients send; each schema lists the versions Orbit reads of its"
+                ' kind, docs/protocol.md "Versions"); unknown fields are ignored, in'
                 " TaskFailure (a TaskResult's `error`) too: send anything extra in its"
-                " `details`. See docs/protocol.md for the flows, acks, delivery limits and"
-                " ordering."
+                " `details`. Every message carries the AMQP property `user_id`, the"
+                " RabbitMQ user it is sent as (each send operation's AMQP binding names it as"
+                " `userId`): each role logs in as a user of its own, and a consumer refuses a"
+                " message without `user_id`, or from a role that may not send its kind. See"
+                " docs/protocol.md for the flows, acks, delivery limits and ordering, and"
+                " docs/security.md for the users."
             ),
             license={"name": "Apache-2.0"},
             schema_version="3.0.0",
@@ -315,16 +368,73 @@ def asyncapi_document(namespace: str = NAMESPACE, partitions: int = PARTITIONS) 
     FastStream keeps subscribers and publishers in a ``WeakSet``, so the order
     of channels, operations and components follows object ids. They are
     sorted by name here, so the same code always gives the same text; the
-    document is otherwise FastStream's, unchanged.
+    document is otherwise FastStream's, with who sends what added
+    (:func:`_with_senders`).
     """
     specification = build_app(namespace, partitions).schema.to_specification()
     document: dict[str, Any] = specification.to_jsonable()
+    _with_senders(document, namespace)
     for key in ("channels", "operations"):
         document[key] = _sorted(document[key])
     components = document["components"]
     for key in ("messages", "schemas"):
         components[key] = _sorted(components[key])
     return document
+
+
+_TASK_RUNNERS = frozenset({Role.WORKER, Role.HTTP_ADAPTER})
+
+
+def _named(namespace: str, role: Role) -> str:
+    """The user of a worker or client, its name left as a placeholder."""
+    return f"{namespace}.{role}.{{name}}"
+
+
+def _user(namespace: str, role: Role) -> str:
+    return user_name(namespace, role) if role in SERVICE_ROLES else _named(namespace, role)
+
+
+def _senders_note(namespace: str, consumer: str, exclude: frozenset[Role] = frozenset()) -> str:
+    """Which users ``consumer`` takes each message kind from (``SENDERS``), as a sentence."""
+    parts = []
+    for kind, roles in SENDERS[consumer].items():
+        users = sorted(_user(namespace, role) for role in roles - exclude)
+        parts.append(f"{kind} from {', '.join(f'`{user}`' for user in users)}")
+    return f"The {consumer} takes (by `user_id`) " + "; ".join(parts) + "."
+
+
+def _sent_as(namespace: str) -> dict[str, str]:
+    """The ``userId`` of each send operation: the user its sender logs in as."""
+    services = " | ".join(
+        user_name(namespace, role) for role in SERVICE_ROLES if role is not Role.HTTP_ADAPTER
+    )
+    worker = _named(namespace, Role.WORKER)
+    return {
+        f"{namespace}.commands:send": _named(namespace, Role.CLIENT),
+        f"{namespace}.control:send": worker,
+        f"{namespace}.results:send": worker,
+        f"{namespace}.decider:send": services,
+        f"{namespace}.tasks:send": user_name(namespace, Role.DECIDER),
+        "control-reply:send": user_name(namespace, Role.DISPATCHER),
+        "command-reply:send": user_name(namespace, Role.GATEWAY),
+    }
+
+
+def _with_senders(document: dict[str, Any], namespace: str) -> None:
+    """Add who sends what: each send operation's ``userId``, and who logs in as whom."""
+    for title, user in _sent_as(namespace).items():
+        document["operations"][title]["bindings"]["amqp"]["userId"] = user
+    services = ", ".join(f"`{user_name(namespace, role)}`" for role in SERVICE_ROLES)
+    document["components"]["securitySchemes"][SCHEME]["description"] = (
+        "A RabbitMQ user and password per role (ORBIT_BROKER_AUTH=roles, the default): the"
+        f" services log in as {services}; a worker as `{_named(namespace, Role.WORKER)}`,"
+        " which may read only the task queues of its patterns (`orbit broker user add --role"
+        " worker --tasks PATTERN NAME`); a command client as"
+        f" `{_named(namespace, Role.CLIENT)}` (`orbit broker user add --role client NAME`)."
+        " Set the AMQP property `user_id` of every message to the user you logged in as:"
+        " RabbitMQ refuses a `user_id` that is not the connection's user, and Orbit's"
+        " consumers refuse a message without one. docs/security.md."
+    )
 
 
 def _sorted(mapping: dict[str, Any]) -> dict[str, Any]:

@@ -65,7 +65,7 @@ def build(
     Args:
         amqp_urls: A service's own broker URL, by service name, where it differs from
             ``settings.amqp_url``: with a RabbitMQ user per role, each logs in as its own
-            (:func:`~orbit_services.broker_setup.provision_local_roles`).
+            (:func:`~orbit_services.commands.broker_setup.provision_local_roles`).
 
     Raises:
         KeyError: A name that is not a service (the message lists the real ones).

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from axe_playwright_python.async_playwright import Axe
-from playwright.async_api import Browser, Page, async_playwright
+from playwright.async_api import Browser, Page, async_playwright, expect
 
 from examples.workers import TASKS
 from tests.e2e.stack import Stack, running_stack
@@ -23,6 +23,10 @@ __all__ = ["template_database", "urls"]
 EXAMPLES = Path(__file__).parents[2] / "examples"
 SCREENSHOTS = os.environ.get("ORBIT_CONSOLE_SCREENSHOTS")
 """A folder to save the pages' screenshots in (``make console-screenshots``); none: not saved."""
+
+# Playwright's 5 s for an expectation is short on a machine busy with other tests (the
+# API docs' page parses 1.5 MB of script first): a failure only takes longer to say.
+expect.set_options(timeout=15_000)
 
 
 def chromium_path() -> str:

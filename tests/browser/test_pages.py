@@ -8,10 +8,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
-from playwright.async_api import Page, expect
+from playwright.async_api import Browser, Page, expect
 
 from examples.workers import TASKS
 from orbit_sdk import TaskContext, TaskError, task
+from orbit_services.gateway.console.graph import MIN_SCALE
 from orbit_services.gateway.console.palette import BAR_COLOURS, STATUS_COLOURS
 from tests.e2e.stack import Stack, running_stack
 from tests.integration.conftest import OrbitEnv
@@ -63,7 +64,7 @@ async def test_the_timeline_and_graph_of_a_retry_a_fan_out_a_sleep_and_a_child(
 ) -> None:
     stack = mixed_stack
     started = await stack.client.start("mixed", {"numbers": [1, 2, 3, 4, 5]}, wait=True)
-    assert started["execution"]["status"] == "completed", started
+    assert started["execution"].status == "completed", started
     await sign_in(page, stack)
     await page.goto(f"{base_url(stack)}/ui/executions/{started['execution_id']}")
     await expect(page.locator("#live")).to_have_attribute("data-status", "completed")
@@ -101,7 +102,98 @@ async def test_the_timeline_and_graph_of_a_retry_a_fan_out_a_sleep_and_a_child(
     child = page.locator("ul.children a")
     await expect(child).to_have_count(1)
     await child.click()
-    await expect(page.locator("dl.header")).to_contain_text(started["execution_id"])  # parent
+    parent = page.locator("dd.parent")
+    await expect(parent).to_have_text(f"{started['execution_id']}, step invoice")
+    link = parent.get_by_role("link")
+    await expect(link).to_have_attribute("href", f"/ui/executions/{started['execution_id']}")
+    await link.click()
+    await expect(page.locator("h1")).to_have_text(started["execution_id"])
+
+
+REFUSING_CHILD = """
+orbit: 1
+workflow: refusing
+version: 1.0.0
+tasks:
+  refuse: {version: "1"}
+steps:
+  - id: refuse
+    task: refuse
+    retry: {max_attempts: 1}
+"""
+
+RETRYING_PARENT = """
+orbit: 1
+workflow: retrying
+version: 1.0.0
+steps:
+  - id: kid
+    workflow: refusing@1.0.0
+    retry: {max_attempts: 2, initial_interval: 100ms}
+"""
+
+
+@task("refuse", version="1")
+async def refuse(inp: Any, ctx: TaskContext) -> None:
+    raise TaskError("DECLINED", "the card was declined", details={"foo": "bar"})
+
+
+async def test_a_failed_childs_cause_chain_and_every_attempts_child_are_shown(
+    page: Page, orbit_env: OrbitEnv
+) -> None:
+    async with running_stack(orbit_env.settings_with(auth="tokens"), [refuse]) as stack:
+        await stack.client.deploy(RETRYING_PARENT, REFUSING_CHILD)
+        started = await stack.client.start("retrying", None, execution_id="r-1", wait=True)
+        assert started["execution"].status == "failed", started
+        await sign_in(page, stack)
+        await page.goto(f"{base_url(stack)}/ui/executions/r-1")
+        await expect(page.locator("#live")).to_have_attribute("data-status", "failed")
+        children = page.locator("ul.children a")
+        await expect(children).to_have_text(["r-1:kid", "r-1:kid:attempt-2"])
+        causes = page.locator(".banner-error ol.causes > li")
+        await expect(causes).to_have_count(3)
+        await expect(causes.nth(0)).to_contain_text("caused by CHILD_FAILED in step kid:")
+        await expect(causes.nth(2)).to_contain_text(
+            "caused by DECLINED in step refuse of r-1:kid:attempt-2: the card was declined"
+        )
+        await expect(causes.nth(2)).to_contain_text('{"foo": "bar"}')
+        await causes.nth(2).get_by_role("link").click()
+        await expect(page.locator("h1")).to_have_text("r-1:kid:attempt-2")
+        await no_serious_violations(page)
+
+
+ORDER = {"order_id": "o-1", "items": [{"sku": "a"}], "callback_url": "http://127.0.0.1:9/"}
+NARROW = {"width": 1366, "height": 900}
+"""A common laptop's window, where order-fulfilment's graph used to overflow its box."""
+
+
+async def test_the_order_graph_fits_its_box_in_a_1366_px_window(
+    browser: Browser, stack: Stack
+) -> None:
+    await stack.client.deploy(EXAMPLES / "order-fulfilment.yaml")
+    started = await stack.client.start("order-fulfilment", ORDER)
+    context = await browser.new_context(viewport=NARROW)
+    page = await context.new_page()
+    await sign_in(page, stack)
+    for path in (
+        f"/ui/executions/{started['execution_id']}",
+        "/ui/definitions/order-fulfilment/1.0.0",
+    ):
+        await page.goto(base_url(stack) + path)
+        await expect(page.locator(".step-graph g.node")).to_have_count(8)
+        box, scroll, shown, natural = await page.evaluate(
+            """() => {
+                const box = document.querySelector("#graph-h").parentElement
+                    .querySelector(".drawing");
+                const svg = box.querySelector("svg.step-graph");
+                return [box.clientWidth, box.scrollWidth, svg.getBoundingClientRect().width,
+                        svg.viewBox.baseVal.width];
+            }"""
+        )
+        assert scroll <= box, (path, scroll, box)  # nothing hidden, no scroll bar
+        assert shown <= box, (path, shown, box)
+        assert shown / natural >= MIN_SCALE, (path, shown, natural)  # its text stays readable
+    await context.close()
 
 
 async def test_a_running_fan_out_shows_what_is_done(page: Page, stack: Stack) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from playwright.async_api import Page, expect
 
+from orbit_model.views import view_json
 from tests.e2e.stack import Stack
 
 from .conftest import base_url, no_serious_violations, screenshot, sign_in
@@ -37,12 +38,20 @@ async def test_the_tour(page: Page, stack: Stack) -> None:
     await form.get_by_label("approved (required)").select_option("true")
     await form.get_by_label("comment").fill("approved from the console")
     await form.get_by_role("button", name="Send decision").click()
-    await expect(page.locator("#action-result")).to_contain_text("Signal decision sent.")
+    await expect(page.locator("#action-result")).to_have_text(
+        "Signal decision sent: step decision waits for it and takes it."
+    )
     await expect(page.locator("#live")).to_have_attribute(
         "data-status", "completed", timeout=LIVE_TIMEOUT_MS
     )
     assert await page.evaluate("window.tourMarker") == "still here"
     await expect(page.locator(".banner")).to_have_count(0)
+    # The refresh that saw it end took its forms away: nothing is left to send it.
+    await expect(page.locator("#controls")).to_have_text(
+        "It has ended: there is nothing left to send it."
+    )
+    await expect(page.locator("form.signal-form")).to_have_count(0)
+    await expect(page.locator("details.cancel")).to_have_count(0)
 
     timeline = page.locator("svg.timeline")
     await expect(timeline.locator('rect.bar[data-kind="await"]')).to_have_count(1)
@@ -92,7 +101,7 @@ async def test_a_read_only_token_sees_no_action_and_cannot_forge_one(
         )
         assert answer.status == 403, (action, answer.status)
         assert "Not allowed" in await answer.text()
-    view = await stack.client.get(execution_id)
+    view = view_json(await stack.client.get(execution_id))
     assert view["status"] == "running"
     assert view["steps"]["decision"]["status"] != "succeeded"
 
@@ -105,7 +114,7 @@ async def test_a_post_without_the_csrf_token_is_refused(page: Page, stack: Stack
     assert answer.status == 403
     answer = await page.request.post(url, form={"csrf": "x" * 32, "reason": "wrong token"})
     assert answer.status == 403
-    assert (await stack.client.get(started["execution_id"]))["status"] == "running"
+    assert (await stack.client.get(started["execution_id"])).status == "running"
 
 
 async def test_the_console_cookie_opens_nothing_under_v1(page: Page, stack: Stack) -> None:
@@ -115,7 +124,7 @@ async def test_the_console_cookie_opens_nothing_under_v1(page: Page, stack: Stac
     assert (await page.request.get(api)).status == 401  # the cookie is the console's only
     answer = await page.request.post(api + "/cancel", form={"reason": "cross-site"})
     assert answer.status in (401, 415)
-    assert (await stack.client.get(started["execution_id"]))["status"] == "running"
+    assert (await stack.client.get(started["execution_id"])).status == "running"
 
 
 async def test_signing_in_with_a_wrong_token_says_so(page: Page, stack: Stack) -> None:

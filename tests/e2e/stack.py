@@ -15,10 +15,9 @@ from typing import Any
 
 from orbit_model.topology import Topology
 from orbit_sdk import OrbitClient, Worker
-from orbit_sdk.credentials import save_broker_url
 from orbit_sdk.lifecycle import Service
-from orbit_services.broker_setup import LocalRoles, provision_local_roles
-from orbit_services.dev import dev_token
+from orbit_services.commands.broker_setup import LocalRoles, provision_local_roles
+from orbit_services.commands.dev import dev_token
 from orbit_services.runner import build
 from orbit_services.runtime.settings import Settings
 
@@ -66,16 +65,16 @@ async def running_stack(
     worker: Worker | None = None
     # With auth on, an admin token as `orbit dev` makes one: saved where the CLI finds it.
     token = await dev_token(settings, say=lambda _: None)
-    client = OrbitClient(f"http://127.0.0.1:{settings.http_port}", token=token)
+    # A request may wait seconds on a machine busy with other work (and a test may send
+    # hundreds at once): the client's 10 s default is for users, not for this.
+    client = OrbitClient(f"http://127.0.0.1:{settings.http_port}", token=token, timeout=60)
     # As `orbit dev` does: a RabbitMQ user per role, so every message crosses the checks
     # of a real installation (the test's namespace and its users are removed after it).
     roles = None
     if settings.broker_auth == "roles":
-        roles = await provision_local_roles(settings, label="e2e")
-        # Where `orbit dev` keeps them: a worker or client process started by a test
+        # Saved where `orbit dev` keeps them: a worker or client process started by a test
         # without ORBIT_AMQP_URL logs in as the user would (the file is the test run's).
-        save_broker_url(settings.namespace, "worker", roles.worker)
-        save_broker_url(settings.namespace, "client", roles.client)
+        roles = await provision_local_roles(settings, label="e2e")
     try:
         for service in build(services, settings, None if roles is None else roles.services):
             await service.start()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from examples.workers import TASKS
+from orbit_model.views import view_json
 from orbit_sdk import AmqpClient
 from tests.integration.conftest import OrbitEnv
 from tests.integration.eventually import eventually
@@ -26,7 +27,7 @@ async def test_an_order_started_and_approved_over_amqp_completes(orbit_env: Orbi
             assert (reply.ok, reply.result) == (True, {"execution_id": "amqp-1", "created": True})
 
             async def waiting() -> str:
-                return str((await stack.client.get("amqp-1"))["steps"]["approval"]["status"])
+                return (await stack.client.get("amqp-1")).steps["approval"].status
 
             await eventually(waiting, lambda s: s == "scheduled", what="the approval step")
             # Refused while the execution still runs (once approved, it may end first).
@@ -34,8 +35,17 @@ async def test_an_order_started_and_approved_over_amqp_completes(orbit_env: Orbi
             assert refused is not None
             assert refused.error is not None
             assert (refused.ok, refused.error.code) == (False, "UNKNOWN_SIGNAL")
+            # Answered as over HTTP: its seq, and the step that takes it.
+            taken = await amqp.publish_signal(
+                "amqp-1", "approval", {"approved": False}, wait_reply=True
+            )
+            assert taken is not None
+            assert taken.ok, taken
+            assert taken.result is not None
+            assert isinstance(taken.result["seq"], int)
+            assert (taken.result["taken"], taken.result["steps"]) == ("now", ["approval"])
             # Fire and forget: no reply asked for.
-            assert await amqp.publish_signal("amqp-1", "approval", {"approved": False}) is None
-        finished = await stack.client.wait("amqp-1", timeout=30)
+            assert await amqp.publish_signal("amqp-1", "approval", {"approved": True}) is None
+        finished = view_json(await stack.client.wait("amqp-1", timeout=30))
     assert finished["status"] == "completed"
     assert finished["output"]["approved"] is False

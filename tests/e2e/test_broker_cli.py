@@ -13,7 +13,7 @@ import aio_pika
 import pytest
 
 from orbit_model.broker_roles import SERVICE_ROLES, permissions, user_name
-from orbit_services.broker_setup import with_login
+from orbit_services.commands.broker_setup import with_login
 from tests.integration.conftest import OrbitEnv
 
 from .test_tokens_cli import _orbit

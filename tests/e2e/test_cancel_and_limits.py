@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from orbit_model.views import view_json
 from orbit_sdk import OrbitClientError, TaskContext, task
 from tests.integration.conftest import OrbitEnv
 from tests.integration.eventually import eventually
@@ -78,7 +79,7 @@ async def test_cancel_while_a_task_runs(orbit_env: OrbitEnv) -> None:
 
         await eventually(started, what="the long task")
         await client.cancel("c-1", "changed my mind")
-        execution = await client.wait("c-1", timeout=20)
+        execution = view_json(await client.wait("c-1", timeout=20))
         await eventually(_saw_cancel, what="the task to see ctx.cancelled")
         history = [e["type"] for e in await client.history("c-1")]
     assert execution["status"] == "cancelled"
@@ -161,16 +162,16 @@ async def test_every_limit_with_its_code_and_status(orbit_env: OrbitEnv) -> None
         )
         # MAX_FAN_OUT: 6 elements where 5 are allowed.
         await client.start("fan", {"items": list(range(6))}, execution_id="l-fan")
-        fan = await client.wait("l-fan", timeout=20)
+        fan = view_json(await client.wait("l-fan", timeout=20))
         assert fan["status"] == "failed"
         assert fan["steps"]["each"]["error"]["code"] == "LIMIT_EXCEEDED"
         # MAX_PAYLOAD_BYTES on a result: the attempt fails, not the service.
         await client.start("big", None, execution_id="l-big")
-        result = await client.wait("l-big", timeout=20)
+        result = view_json(await client.wait("l-big", timeout=20))
         assert result["steps"]["b"]["error"]["code"] == "PAYLOAD_TOO_LARGE"
         # MAX_HISTORY_EVENTS: 5 elements fit the fan-out, not the history.
         await client.start("fan", {"items": list(range(5))}, execution_id="l-history")
-        history = await client.wait("l-history", timeout=20)
+        history = view_json(await client.wait("l-history", timeout=20))
         assert history["status"] == "failed"
         assert history["error"]["code"] == "LIMIT_EXCEEDED"
         # MAX_PAYLOAD_BYTES on an input and a signal: 413 before anything is stored.
@@ -190,3 +191,48 @@ async def test_every_limit_with_its_code_and_status(orbit_env: OrbitEnv) -> None
         with pytest.raises(OrbitClientError) as exhausted:
             await client.start("waits", None, execution_id="l-wait-4")
         assert (exhausted.value.code, exhausted.value.status) == ("RESOURCE_EXHAUSTED", 429)
+
+
+FAN_OF_FANS = """
+orbit: 1
+workflow: fan-of-fans
+version: 1.0.0
+input: {type: object, properties: {children: {type: array}, items: {type: array}}}
+steps:
+  - id: each
+    for: ${ input.children }
+    workflow: fan@1.0.0
+    input: {items: "${ input.items }"}
+    concurrency: 1
+"""
+
+
+async def test_the_fan_out_limit_bounds_a_tree_of_child_workflows(orbit_env: OrbitEnv) -> None:
+    # Each child's for is within the limit; together, with their parent's, they are not.
+    settings = orbit_env.settings_with(max_fan_out=10)
+    async with running_stack(settings, [echo]) as stack:
+        client = stack.client
+        await client.deploy(FAN, FAN_OF_FANS)
+        # 2 + 2 x 4: within 10, each child given back what it did not use.
+        await client.start(
+            "fan-of-fans", {"children": [0, 1], "items": [0, 1, 2, 3]}, execution_id="t-fits"
+        )
+        fits = view_json(await client.wait("t-fits", timeout=60))
+        assert fits["status"] == "completed"
+        assert fits["output"] == [[0, 1, 2, 3], [0, 1, 2, 3]]
+        # 3 + 3 x 3: the third child has 1 left of the 10, and is refused its for.
+        await client.start(
+            "fan-of-fans", {"children": [0, 1, 2], "items": [0, 1, 2]}, execution_id="t-past"
+        )
+        past = view_json(await client.wait("t-past", timeout=60))
+        assert past["status"] == "failed"
+        error = past["steps"]["each"]["error"]
+        assert error["code"] == "CHILD_FAILED"
+        assert "fan-out left to this execution: 1 of the 1 its parent gave it" in str(error)
+        first, third = (
+            view_json(await client.get("t-past:each.0")),
+            view_json(await client.get("t-past:each.2")),
+        )
+        assert first["status"] == "completed"
+        assert third["status"] == "failed"
+        assert third["steps"]["each"]["error"]["code"] == "LIMIT_EXCEEDED"

@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 
+from orbit_model.views import view_json
 from tests.integration.conftest import OrbitEnv
 
 from .stack import running_stack
@@ -88,7 +89,7 @@ async def test_an_http_step_s_output_reaches_the_workflow_output(
         client = stack.client
         await client.deploy(NOTIFY)
         await client.start("notify", {"base": server, "order": "o-7"}, execution_id="n-1")
-        execution = await client.wait("n-1", timeout=30)
+        execution = view_json(await client.wait("n-1", timeout=30))
         workers = await client.workers()
 
     assert execution["status"] == "completed", execution

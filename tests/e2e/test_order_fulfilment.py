@@ -12,7 +12,9 @@ import asyncio
 from pathlib import Path
 
 from examples.workers import TASKS
+from orbit_model.views import view_json
 from tests.integration.conftest import OrbitEnv
+from tests.views import as_sent
 
 from .stack import running_stack
 
@@ -45,8 +47,8 @@ async def test_one_hundred_orders_complete_with_the_right_outputs(orbit_env: Orb
         await asyncio.gather(
             *(client.signal(ids[n], "approval", {"approved": n % 4 != 0}) for n in range(COUNT))
         )
-        finished = await asyncio.gather(*(client.wait(i, timeout=60) for i in ids))
-        child = await client.get(f"{ids[1]}:invoice")
+        finished = await asyncio.gather(*(as_sent(client.wait(i, timeout=60)) for i in ids))
+        child = view_json(await client.get(f"{ids[1]}:invoice"))
         assert (child["workflow"], child["status"]) == ("send-invoice", "completed")
         assert child["parent"] == f"{ids[1]}:invoice"
 

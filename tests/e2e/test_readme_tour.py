@@ -14,6 +14,7 @@ import signal
 import sys
 from pathlib import Path
 
+from orbit_model.views import view_json
 from tests.integration.conftest import OrbitEnv
 
 from .stack import running_stack
@@ -63,7 +64,7 @@ async def test_the_tour_runs_as_written(orbit_env: OrbitEnv, tmp_path: Path) -> 
             status = await asyncio.wait_for(shell.wait(), timeout=90)
             output = log.read_text()
             assert status == 0, output
-            execution = await stack.client.wait("exp-1", timeout=30)
+            execution = view_json(await stack.client.wait("exp-1", timeout=30))
         finally:
             os.killpg(shell.pid, signal.SIGTERM)
     assert "registered approve-expense@1.0.0" in output

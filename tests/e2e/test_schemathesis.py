@@ -28,6 +28,7 @@ import pytest
 
 from examples.workers import TASKS
 from tests.integration.conftest import OrbitEnv
+from tests.integration.eventually import eventually
 
 from .stack import Stack, running_stack
 
@@ -104,13 +105,13 @@ async def _seed(url: str, headers: dict[str, str]) -> None:
         assert done["status"] == "completed", done
         awaits = {ORDER_WAITING: "approval", ORDER_DOOMED: "approval", INBOX_OPEN: "closed"}
         for execution_id, step in awaits.items():
-            for _ in range(300):
-                view = await call("GET", f"/v1/executions/{execution_id}")
-                if [wait["step"] for wait in view["waiting_for"]] == [step]:
-                    break
-                await asyncio.sleep(0.05)
-            else:
-                raise AssertionError(f"{execution_id} does not wait at {step}: {view}")
+            await eventually(
+                lambda execution_id=execution_id: call("GET", f"/v1/executions/{execution_id}"),
+                lambda view, step=step: [wait["step"] for wait in view["waiting_for"]] == [step],
+                timeout=60,
+                interval=0.05,
+                what=f"{execution_id} waiting at {step}",
+            )
 
 
 def test_the_dictionaries_name_what_the_test_makes() -> None:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from orbit_model.views import view_json
 from tests.integration.conftest import OrbitEnv
 
 from .stack import running_stack
@@ -135,7 +136,7 @@ async def test_a_worker_from_the_sdk_alone_serves_a_workflow(
         try:
             started = await stack.client.start("sdk-alone", {"word": "hello"}, execution_id="s-1")
             assert started["created"]
-            done = await stack.client.wait("s-1", timeout=30)
+            done = view_json(await stack.client.wait("s-1", timeout=30))
         finally:
             worker.terminate()
             assert await asyncio.wait_for(worker.wait(), 30) == 0  # SIGTERM stops it cleanly

@@ -5,8 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from orbit_model.views import view_json
 from orbit_sdk import TaskContext, task
 from tests.integration.conftest import OrbitEnv
+from tests.integration.eventually import eventually
 
 from .stack import running_stack
 
@@ -35,15 +37,18 @@ steps:
     if: ${ input.case == "beating" }
     task: work
     input: {seconds: 1.5, beat: true}
-    heartbeat_timeout: 500ms
+    heartbeat_timeout: 3s
     after: []
   - id: silent
     if: ${ input.case == "silent" }
     task: work
-    input: {seconds: 3, beat: false}
-    heartbeat_timeout: 500ms
+    input: {seconds: 60, beat: false}
+    heartbeat_timeout: 3s
     after: []
 """
+# The heartbeat timeouts are 30 beats (one per 100 ms) long: a loaded machine may hold
+# a beat up for a second or two, and the beating task must not time out for that. The
+# silent one is stopped when its timeout fires, long before its 60 s are up.
 
 TIMED = """
 orbit: 1
@@ -81,14 +86,15 @@ async def test_each_timeout_fires_with_its_code(orbit_env: OrbitEnv) -> None:
             await client.start("timeouts", {"case": case}, execution_id=f"t-{case}")
         await client.start("timed", None, execution_id="t-workflow")
         results = {
-            case: await client.wait(f"t-{case}", timeout=20)
+            case: view_json(await client.wait(f"t-{case}", timeout=60))
             for case in ("step", "queue", "beating", "silent", "workflow")
         }
+
         # The silent task is told to stop at its next session heartbeat.
-        for _ in range(50):
-            if _delivery("t-silent:silent:1", cancelled_tokens):
-                break
-            await asyncio.sleep(0.1)
+        async def told() -> bool:
+            return _delivery("t-silent:silent:1", cancelled_tokens)
+
+        await eventually(told, timeout=30, what="the silent task told to stop")
 
     def code(case: str, step: str) -> str:
         return str(results[case]["steps"][step]["error"]["code"])

@@ -26,6 +26,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import asyncpg
+
 from orbit_services.store.migrate import migrate
 
 DATABASE = "orbit"
@@ -71,6 +73,22 @@ def _give_to_postgres(path: Path) -> None:
     if _as_root():
         user = pwd.getpwnam(OS_USER)
         os.chown(path, user.pw_uid, user.pw_gid)
+
+
+@contextlib.contextmanager
+def small_disk(mount_point: Path, megabytes: int) -> Iterator[Path]:
+    """A tmpfs of ``megabytes`` mounted at ``mount_point`` (root only), unmounted after."""
+    mount_point.mkdir(parents=True, exist_ok=True)
+    subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={megabytes}m", "tmpfs", str(mount_point)],
+        check=True,
+        capture_output=True,
+        timeout=30,
+    )
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False, timeout=30)
 
 
 @contextlib.contextmanager
@@ -178,11 +196,33 @@ class PrivatePostgres:
         """``pg_ctl stop -m immediate``: every backend gone at once, nothing shut down cleanly."""
         self._pg_ctl("stop", "--wait", "--mode", "immediate")
 
+    def freeze(self) -> None:
+        """SIGSTOP the postmaster and every backend: the server keeps its connections open
+        and answers nothing, as a frozen or silently cut-off one would."""
+        self._signal_all(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """SIGCONT what :meth:`freeze` stopped."""
+        self._signal_all(signal.SIGCONT)
+
+    def _signal_all(self, sent: signal.Signals) -> None:
+        pid = self._postmaster_pid()
+        if pid is None:
+            raise RuntimeError(f"the private Postgres on {self.port} is not running")
+        children = subprocess.run(
+            ["pgrep", "-P", str(pid)], capture_output=True, text=True, check=False
+        ).stdout.split()
+        for process in (pid, *map(int, children)):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(process, sent)
+
     def stop(self) -> None:
         """Stop the cluster for good (a fast shutdown); never raises, whatever its state.
 
         A postmaster that outlives the shutdown is killed, so nothing is left running.
         """
+        with contextlib.suppress(Exception):
+            self.thaw()  # a frozen cluster would not stop
         with contextlib.suppress(Exception):
             if self.running():
                 self._pg_ctl("stop", "--wait", "--mode", "fast", check=False)
@@ -197,6 +237,20 @@ class PrivatePostgres:
             os.kill(pid, 0)
             return pid
         return None
+
+    async def create_orbit_database_on_a_small_disk(self, disk: Path) -> str:
+        """Create the ``orbit`` database in a tablespace on ``disk`` (a small mount of
+        the test's own, see :func:`small_disk`) and apply every migration; its URL. When
+        ``disk`` fills, a table that must grow fails with ``53100 disk full`` and the
+        server stays up (its WAL is elsewhere: a full WAL disk would stop it)."""
+        _give_to_postgres(disk)
+        connection = await asyncpg.connect(f"postgresql://postgres@127.0.0.1:{self.port}/postgres")
+        try:
+            await connection.execute(f"CREATE TABLESPACE small LOCATION '{disk}'")
+            await connection.execute(f"CREATE DATABASE {DATABASE} TABLESPACE small")
+        finally:
+            await connection.close()
+        return await self.create_orbit_database()
 
     async def create_orbit_database(self) -> str:
         """Create the ``orbit`` database and apply every migration; its URL."""

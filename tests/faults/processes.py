@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
+import signal
 import sys
 
 from orbit_services.runtime.settings import Settings
@@ -33,3 +35,20 @@ async def orbit_process(
     return await asyncio.create_subprocess_exec(
         sys.executable, "-m", "orbit_sdk", *arguments, env=orbit_env_vars(settings, **extra)
     )
+
+
+async def stop_processes(*processes: asyncio.subprocess.Process, within: float = 30.0) -> None:
+    """Stop ``processes`` (thawed first, should one be frozen): SIGTERM, and SIGKILL for
+    one still running ``within`` seconds later."""
+    for process in processes:
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.send_signal(signal.SIGCONT)
+                process.terminate()
+    for process in processes:
+        try:
+            async with asyncio.timeout(within):
+                await process.wait()
+        except TimeoutError:
+            process.kill()
+            await process.wait()

@@ -129,6 +129,48 @@ class PrivateRabbit:
         self._ctl("start_app")
         self._wait_for_port()
 
+    def raise_memory_alarm(self) -> None:
+        """A memory alarm, as a node past its high watermark raises: every publishing
+        connection is blocked until :meth:`clear_memory_alarm`."""
+        self._ctl("set_vm_memory_high_watermark", "0.000001")
+        self._wait_for_alarm("memory")
+
+    def clear_memory_alarm(self) -> None:
+        self._ctl("set_vm_memory_high_watermark", "0.4")
+
+    def raise_disk_alarm(self) -> None:
+        """A disk alarm, as a node short of free disk raises: every publishing connection
+        is blocked until :meth:`clear_disk_alarm`."""
+        self._ctl("set_disk_free_limit", "100000GB")
+        self._wait_for_alarm("disk")
+
+    def clear_disk_alarm(self) -> None:
+        self._ctl("set_disk_free_limit", "50MB")
+
+    def _wait_for_alarm(self, kind: str, timeout: float = 30) -> None:
+        """Return once the node reports an alarm whose description names ``kind``."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            alarms = subprocess.run(
+                [str(BIN / "rabbitmq-diagnostics"), "-n", self.name, "-q", "alarms"],
+                env=self._environment(),
+                capture_output=True,
+                text=True,
+                timeout=60,
+                check=False,
+            ).stdout
+            if kind in alarms.lower():
+                return
+            time.sleep(0.2)
+        raise TimeoutError(f"the private RabbitMQ raised no {kind} alarm")
+
+    def freeze(self) -> None:
+        """SIGSTOP the node's VM: its connections stay open and nothing answers."""
+        os.kill(self._wait_for_pid(), signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        os.kill(self._wait_for_pid(), signal.SIGCONT)
+
     def kill(self) -> None:
         """SIGKILL the node's VM, as a crash would, and leave it down."""
         pid = self._wait_for_pid()
@@ -145,4 +187,5 @@ class PrivateRabbit:
         """Stop the node for good (killed: its data is thrown away with the test's directory,
         and ``rabbitmqctl stop`` takes half a minute)."""
         with contextlib.suppress(OSError, ValueError, TimeoutError):
+            self.thaw()  # a frozen VM would not take the SIGKILL's effect until resumed
             self.kill()

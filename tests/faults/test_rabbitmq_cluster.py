@@ -65,7 +65,9 @@ PARTITIONS = 32
 SERVICE_PROCESSES = 11
 """2 gateways, 3 deciders, 2 dispatchers, 2 timers and 2 workers: a connection each at least."""
 PAUSE_BOUND_SECONDS = 20.0
-"""The most the completions may stop for after the node is stopped (measured: see below)."""
+"""The most the completions may stop for after the node is stopped, beyond the longest
+they stopped for before it in the same load (a loaded machine's own pauses): 2.2 s
+measured, docs/scaling.md."""
 
 
 @dataclass(frozen=True)
@@ -167,7 +169,7 @@ async def test_the_node_leading_the_decider_partitions_stops_under_load(
         f" {before:.2f} s before it; starts asked again: {load.retried};"
         f" the test took {time.monotonic() - began:.1f} s"
     )
-    assert pause < PAUSE_BOUND_SECONDS
+    assert pause < before + PAUSE_BOUND_SECONDS
 
 
 async def _run(cluster: Cluster, settings: Settings, sink: Sink, store: EventStore) -> Load:

@@ -22,7 +22,7 @@ import asyncpg
 import pytest
 
 from orbit_model.topology import Topology
-from orbit_services.broker_setup import BrokerAdmin, remove_namespace
+from orbit_services.commands.broker_setup import BrokerAdmin, remove_namespace
 from orbit_services.runtime import broker
 from orbit_services.runtime.settings import Settings, load_settings
 from orbit_services.store.migrate import migrate, migrations

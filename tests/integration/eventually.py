@@ -1,4 +1,9 @@
-"""Waiting in tests: poll a condition until it holds, never a bare sleep."""
+"""Waiting in tests: poll a condition until it holds, never a bare sleep.
+
+The default bound is generous: what takes milliseconds on an idle machine may take
+seconds on one busy with other work, and only a condition that never holds waits
+the whole bound.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,7 @@ T = TypeVar("T")
 async def eventually(
     probe: Callable[[], Awaitable[T]],
     until: Callable[[T], bool] = bool,
-    timeout: float = 10.0,
+    timeout: float = 30.0,
     interval: float = 0.02,
     what: str = "the condition",
 ) -> T:

@@ -54,8 +54,20 @@ class Rig:
         exchange = await self.channel.get_exchange(route.exchange)
         await exchange.publish(aio_pika.Message(encode(message)), route.routing_key)
 
+    async def decided(self, message: Wake | TaskResult | DeliveryLost) -> None:
+        """Send ``message`` and return once the decider has committed a batch since: with
+        nothing else in flight, the one that took it (an input that changes nothing
+        leaves no event to wait for)."""
+        before = self.decider.batches
+
+        async def batches() -> int:
+            return self.decider.batches
+
+        await self.send(message)
+        await eventually(batches, lambda n: n > before, timeout=30, what="a batch decided")
+
     async def next_dispatch(
-        self, task: str = "greet", version: str = "1", timeout: float = 5.0
+        self, task: str = "greet", version: str = "1", timeout: float = 30.0
     ) -> TaskAssignment:
         """The next task the decider published to the queue of ``task@version``."""
         name = await declare_task_queue(self.channel, self.topology, task, version)

@@ -18,10 +18,10 @@ from typing import Any
 import httpx
 import pytest
 
-from orbit_model.access import Scope
+from orbit_model.access import TokenScope
 from orbit_model.errors import OrbitError
 from orbit_sdk.credentials import saved_token
-from orbit_services.dev import dev_token
+from orbit_services.commands.dev import dev_token
 from orbit_services.store.tokens import new_secret
 
 from .conftest import OrbitEnv
@@ -84,6 +84,7 @@ async def test_the_table_names_every_route_of_the_api(gateway: Gateway) -> None:
         for method in operations
     }
     served |= {("GET", "/openapi.json"), ("GET", "/docs"), ("GET", "/redoc")}
+    served |= {("GET", "/"), ("GET", "/favicon.ico")}  # the front pages (console/front.py)
     assert served == {(row.method, _generic(row.path)) for row in ROWS}
 
 
@@ -109,14 +110,14 @@ async def gateway(orbit_env: OrbitEnv) -> AsyncIterator[Gateway]:
 async def world(gateway: Gateway) -> Fixture:
     tokens = gateway.store.tokens
     secrets: dict[str, str] = {}
-    for scope in Scope:
+    for scope in TokenScope:
         name = scope.value.replace(":", "-")
         _, secrets[scope.value] = await tokens.create(name, frozenset({scope}))
-    every = frozenset(Scope) - {Scope.ADMIN}
+    every = frozenset(TokenScope) - {TokenScope.ADMIN}
     _, secrets["narrowed"] = await tokens.create("narrowed", every, ("mine-*",))
     past = datetime.now(UTC) - timedelta(seconds=1)
-    _, secrets["expired"] = await tokens.create("expired", frozenset(Scope), (), past)
-    _, secrets["revoked"] = await tokens.create("revoked", frozenset({Scope.ADMIN}))
+    _, secrets["expired"] = await tokens.create("expired", frozenset(TokenScope), (), past)
+    _, secrets["revoked"] = await tokens.create("revoked", frozenset({TokenScope.ADMIN}))
     await tokens.revoke("revoked")
     admin = {"authorization": f"Bearer {secrets['admin']}"}
     for name in (MINE, OTHER):
@@ -200,8 +201,8 @@ async def test_every_route_answers_every_token_as_the_table_says(world: Fixture)
             outcome = _outcome(await _send(world, request, token))
             if outcome != "401 UNAUTHENTICATED":
                 wrong.append(f"{row.method} {row.path} with {case}: {outcome}")
-        for scope in Scope:
-            allowed = row.scope in ("any token", scope.value) or scope is Scope.ADMIN
+        for scope in TokenScope:
+            allowed = row.scope in ("any token", scope.value) or scope is TokenScope.ADMIN
             outcome = _outcome(await _send(world, request, bearer[scope.value]))
             expected = "ok" if allowed else "403 PERMISSION_DENIED"
             if outcome != expected:
@@ -219,7 +220,7 @@ async def test_a_start_that_waits_needs_the_read_scope_too(world: Fixture) -> No
         "/v1/executions", headers={"authorization": f"Bearer {world.tokens['admin']}"}
     )
     assert len(listed.json()["items"]) == 2, "the refused start started nothing"
-    both = frozenset({Scope.EXECUTIONS_START, Scope.EXECUTIONS_READ})
+    both = frozenset({TokenScope.EXECUTIONS_START, TokenScope.EXECUTIONS_READ})
     _, secret = await world.gateway.store.tokens.create("start-and-read", both)
     answered = await _send(world, request, f"Bearer {secret}")
     assert answered.status_code == 201, answered.text
@@ -281,7 +282,9 @@ async def test_a_narrowed_token_reaches_its_workflows_only(world: Fixture) -> No
 async def test_a_revoked_token_is_refused_at_once_by_every_gateway(
     orbit_env: OrbitEnv, gateway: Gateway
 ) -> None:
-    _, secret = await gateway.store.tokens.create("short-lived", frozenset({Scope.WORKERS_READ}))
+    _, secret = await gateway.store.tokens.create(
+        "short-lived", frozenset({TokenScope.WORKERS_READ})
+    )
     headers = {"authorization": f"Bearer {secret}"}
     async with running(orbit_env, orbit_env.settings_with(auth="tokens")) as replica:
         for each in (gateway, replica):
@@ -294,7 +297,7 @@ async def test_a_revoked_token_is_refused_at_once_by_every_gateway(
 
 
 async def test_tokens_keep_only_a_digest_and_record_their_last_use(gateway: Gateway) -> None:
-    row, secret = await gateway.store.tokens.create("ops", frozenset({Scope.WORKERS_READ}))
+    row, secret = await gateway.store.tokens.create("ops", frozenset({TokenScope.WORKERS_READ}))
     assert row.last_used_at is None
     stored = await gateway.database.fetch("SELECT digest::text AS digest FROM api_tokens")
     assert all(secret not in item["digest"] for item in stored)
@@ -350,7 +353,7 @@ async def test_a_secret_made_elsewhere_is_ascii_without_dots_and_made_again_only
     gateway: Gateway,
 ) -> None:
     tokens = gateway.store.tokens
-    reader = frozenset({Scope.EXECUTIONS_READ})
+    reader = frozenset({TokenScope.EXECUTIONS_READ})
     for bad in ("a.b." + "c" * 40, "é" * 40, "short", "with space " + "x" * 40):
         with pytest.raises(OrbitError) as refused:
             await tokens.create("managed", reader, secret=bad)
@@ -359,7 +362,7 @@ async def test_a_secret_made_elsewhere_is_ascii_without_dots_and_made_again_only
     await tokens.create("managed", reader, secret=secret)
     await tokens.create("managed", reader, secret=secret)  # the same again: no change
     with pytest.raises(OrbitError) as wider:
-        await tokens.create("managed", frozenset({Scope.ADMIN}), secret=secret)
+        await tokens.create("managed", frozenset({TokenScope.ADMIN}), secret=secret)
     assert wider.value.code == "TOKEN_EXISTS"
     (row,) = await tokens.list()
     assert row.scopes == ("executions:read",)

@@ -248,7 +248,7 @@ def _execution(url: str, execution_id: str) -> dict[str, Any]:
 
 
 def _until(
-    url: str, execution_id: str, holds: Callable[[dict[str, Any]], bool], timeout: float = 10
+    url: str, execution_id: str, holds: Callable[[dict[str, Any]], bool], timeout: float = 30
 ) -> dict[str, Any]:
     deadline = time.monotonic() + timeout
     while True:
@@ -324,6 +324,17 @@ def test_start_with_json_input_and_an_id(orbit: Orbit, url: str) -> None:
     again = orbit("start", "cli-order", "--input", '{"item": "tea"}', "--id", "order-1", "--json")
     assert again.exit_code == 0, again.output
     assert json.loads(again.stdout) == {"execution_id": "order-1", "created": False}
+
+    # Another input under that id is a conflict, named; --use-existing takes the one there.
+    other = orbit("start", "cli-order", "--input", '{"item": "milk"}', "--id", "order-1")
+    assert other.exit_code == 1, other.output
+    assert "EXECUTION_EXISTS" in other.output
+    assert "another input" in other.output
+    _no_traceback(other)
+    existing = ("start", "cli-order", "--input", '{"item": "milk"}', "--id", "order-1")
+    taken = orbit(*existing, "--use-existing")
+    assert (taken.exit_code, taken.stdout.strip()) == (0, "already started order-1")
+    assert _execution(url, "order-1")["input"] == {"item": "tea"}
 
 
 def test_start_reads_the_input_from_a_file(orbit: Orbit, url: str, tmp_path: Path) -> None:

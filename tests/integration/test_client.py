@@ -10,7 +10,6 @@ import socket
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from pydantic import BaseModel
@@ -80,14 +79,14 @@ async def test_deploy_start_and_wait_for_the_output(orbit: OrbitClient) -> None:
     assert repeated["created"] is False
 
     done = await orbit.wait(execution_id, timeout=20)
-    assert done["status"] == "completed"
-    assert done["output"] == {"greeting": "hello, ada"}
-    assert (await orbit.get(execution_id))["steps"]["greet"]["status"] == "succeeded"
+    assert done.status == "completed"
+    assert done.output == {"greeting": "hello, ada"}
+    assert (await orbit.get(execution_id)).steps["greet"].status == "succeeded"
     types = [entry["type"] for entry in await orbit.history(execution_id)]
     assert types[0] == "WorkflowCreated"
     assert "StepSucceeded" in types
     page = await orbit.list(workflow="hello-world", limit=10)
-    assert [item["execution_id"] for item in page["items"]] == [execution_id]
+    assert [item.execution_id for item in page.items] == [execution_id]
     assert [d["name"] for d in await orbit.definitions()] == ["hello-world"]
     [worker] = await orbit.workers()
     assert (worker["worker_id"], worker["online"]) == ("greeter", True)
@@ -131,8 +130,8 @@ async def test_signal_query_cancel_and_a_wait_that_runs_out(orbit: OrbitClient) 
     assert await orbit.query(execution_id, "charged") is False
     seq = await orbit.signal(execution_id, "approval", {"approved": True})
     assert seq > 1
-    cancelled: dict[str, Any] = await orbit.cancel(execution_id, "changed my mind")
-    assert cancelled["execution_id"] == execution_id
+    cancelled = await orbit.cancel(execution_id, "changed my mind")
+    assert cancelled.execution_id == execution_id
     with pytest.raises(OrbitClientError) as bad_signal:
         await orbit.signal(execution_id, "approval", {"approved": "yes"})
     assert bad_signal.value.status in (409, 422)
@@ -149,11 +148,11 @@ async def test_start_with_wait_answers_with_the_ended_execution(orbit: OrbitClie
     await orbit.deploy(EXAMPLES / "hello-world.yaml")
     started = await orbit.start("hello-world", {"name": "bo"}, execution_id="w-1", wait=True)
     assert (started["execution_id"], started["created"]) == ("w-1", True)
-    assert started["execution"]["status"] == "completed"
-    assert started["execution"]["output"] == {"greeting": "hello, bo"}
+    assert started["execution"].status == "completed"
+    assert started["execution"].output == {"greeting": "hello, bo"}
     again = await orbit.start("hello-world", {"name": "bo"}, execution_id="w-1", wait=True)
     assert again["created"] is False
-    assert again["execution"]["output"] == {"greeting": "hello, bo"}
+    assert again["execution"].output == {"greeting": "hello, bo"}
 
     await orbit.deploy(EXAMPLES / "order-fulfilment.yaml", EXAMPLES / "send-invoice.yaml")
     order = {"order_id": "o-2", "items": [{"sku": "a"}], "callback_url": "http://example.invalid/"}
@@ -161,4 +160,4 @@ async def test_start_with_wait_answers_with_the_ended_execution(orbit: OrbitClie
         await orbit.start(
             "order-fulfilment", order, execution_id="o-2", wait=True, wait_timeout=0.3
         )
-    assert (await orbit.get("o-2"))["status"] == "running"  # started all the same
+    assert (await orbit.get("o-2")).status == "running"  # started all the same

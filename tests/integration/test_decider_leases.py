@@ -17,6 +17,7 @@ from orbit_services.store import EventStore
 from orbit_services.store.leases import share
 
 from .conftest import OrbitEnv
+from .eventually import eventually
 
 PARTITIONS = 8
 
@@ -108,8 +109,13 @@ async def test_a_silent_deciders_leases_lapse_and_are_taken_over(orbit_env: Orbi
         await alive.leases.start()
         await _beat_all(dead, alive)
         _assert_disjoint_and_balanced(dead, alive)
-        # The dead one beats no more (as after SIGKILL): within the lease it is all the other's.
-        await asyncio.sleep(lease + 0.2)
+
+        # The dead one beats no more (as after SIGKILL): once its leases lapse (the lease
+        # time, by Postgres's clock), the other's next beat takes everything.
+        async def dead_holds_nothing() -> bool:
+            return all(row.owner != "dead" for row in await store.leases.partitions())
+
+        await eventually(dead_holds_nothing, timeout=lease + 30, what="the dead one's leases lapse")
         await alive.leases.beat()
         assert alive.consumed == set(range(PARTITIONS))
         # Were it only frozen, its next beat finds its partitions gone and stops consuming

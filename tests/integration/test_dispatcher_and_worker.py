@@ -56,6 +56,7 @@ from orbit_services.dispatcher.service import DispatcherService
 from orbit_services.runtime.broker import declare_task_queue, declare_topology
 from orbit_services.store import Append, EventStore
 from tests.database import Database
+from tests.rabbitmq_queues import queue_counts
 
 from .conftest import OrbitEnv
 from .eventually import eventually
@@ -284,7 +285,8 @@ async def test_register_opens_a_session_and_declares_the_task_queues(harness: Ha
         "echo@1": topology.task_queue("echo", "1"),
     }
     assert registration.heartbeat_interval_ms == 100
-    assert registration.warnings == ()
+    # No workflow is registered here, so none calls either task.
+    assert [warning.split("'")[1] for warning in registration.warnings] == ["charge-card", "echo"]
     row = await harness.session_row(registration.session_id)
     assert row is not None
     assert row["worker_id"] == "w-1"
@@ -297,17 +299,18 @@ async def test_register_opens_a_session_and_declares_the_task_queues(harness: Ha
         assert await harness.ready_messages(queue) == 0  # exists, empty
 
 
-async def test_a_contract_version_no_workflow_uses_gets_a_warning(harness: Harness) -> None:
+async def test_a_contract_no_workflow_calls_gets_a_warning(harness: Harness) -> None:
     await harness.store.register_definition(
         compile_definition((EXAMPLES / "hello-world.yaml").read_text())
     )
     used = await harness.register(("greet", "1"))
     assert used.warnings == ()
     unused = await harness.register(("greet", "7"), ("never-called", "1"))
-    [warning] = unused.warnings
-    assert "'greet'" in warning
-    assert "version 7" in warning
-    assert "at 1" in warning
+    [other_version, uncalled] = unused.warnings
+    assert "'greet'" in other_version
+    assert "version 7" in other_version
+    assert "at 1" in other_version
+    assert uncalled.startswith("'never-called' (version 1) is called by no registered workflow")
 
 
 @pytest.mark.parametrize(
@@ -524,8 +527,9 @@ async def test_a_copy_of_a_task_the_worker_holds_is_settled_with_it_not_run(
     queue = harness.topology.task_queue("slow", "1")
     await eventually(lambda: _value(gate.running), lambda n: n == 1, what="the task running")
     await eventually(lambda: harness.ready_messages(queue), lambda n: n == 0, what="both taken")
-    await asyncio.sleep(0.3)
-    assert gate.started == [token]  # the copy did not run
+    # Whenever the copy is handled, it does not run: not now, nor once the run ends
+    # (the worker's stop below waits for its handlers; gate.started is checked again).
+    assert gate.started == [token]
     gate.opened.set()
     [result] = await harness.decider_inputs(1)
     assert isinstance(result, TaskResult)
@@ -563,11 +567,16 @@ async def test_a_redelivery_the_engine_dispatched_again_since_is_not_run(
 
     await start(running, harness.worker(counted, worker_id="second"))
     queue = harness.topology.task_queue("slow", "1")
-    await eventually(lambda: harness.ready_messages(queue), lambda n: n == 0, what="the queue")
-    await asyncio.sleep(0.5)  # a run would have reported by now
+    # Taken and acked, not given back: a run would have been recorded before its ack.
+    await eventually(
+        lambda: asyncio.to_thread(queue_counts, queue),
+        lambda counts: counts == (0, 0),
+        timeout=30,
+        interval=0.2,
+        what="the redelivery settled",
+    )
     assert runs == []
     assert harness.inbox == []
-    assert await harness.ready_messages(queue) == 0  # acked, not given back
 
 
 async def test_the_engine_can_cancel_a_running_task(
@@ -617,6 +626,28 @@ async def test_a_worker_without_a_dispatcher_fails_to_start_readably(
     with pytest.raises(OrbitError, match="is the dispatcher running") as silent:
         await worker.start()
     assert silent.value.code == ErrorCode.UNAVAILABLE
+
+
+async def test_a_worker_takes_its_amqp_heartbeat_from_the_services_session_timeout(
+    orbit_env: OrbitEnv,
+) -> None:
+    # The services expire a silent session after 4 s; the worker's own setting says 30 s.
+    services = orbit_env.settings_with(session_timeout_ms=4_000, heartbeat_interval_ms=100)
+    dispatcher = DispatcherService(services)
+    await dispatcher.start()
+    worker = Worker([echo], settings=orbit_env.settings)
+    assert worker.settings.session_timeout_ms == 30_000
+    try:
+        await worker.start()
+        assert worker._serving is not None
+        connection: Any = worker._serving._connection
+        assert connection.transport.connection.heartbeat_timeout == 2  # half the services' 4 s
+        assert worker.session_id is not None
+        assert worker._serving.session is not None
+        assert await worker._serving.session.heartbeat([]) == ()  # the session lives on
+    finally:
+        await worker.stop()
+        await dispatcher.stop()
 
 
 async def test_run_serves_until_stop_and_unregisters(harness: Harness) -> None:

@@ -34,8 +34,13 @@ from orbit_model import compile_definition
 from orbit_model.decider import decide_until_stable
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.events import (
+    AttemptAlive,
     Event,
+    StaleResultIgnored,
+    StepAttemptUncertain,
+    StepDispatched,
     TaskFailure,
+    TimerFired,
     WorkflowCancelled,
     WorkflowCompleted,
     WorkflowFailed,
@@ -54,11 +59,13 @@ from orbit_model.messages import (
 from orbit_model.state import evolve, replay
 from orbit_model.topology import Topology
 from orbit_sdk.amqp import Publisher, connect, open_channel
+from orbit_sdk.logs import LogThrottle
 from orbit_services.gateway import GatewayService, create_app
-from orbit_services.gateway.auth import AUTH_DISABLED_WARNING
-from orbit_services.gateway.commands import CommandIntake
-from orbit_services.gateway.executions import Executions
-from orbit_services.gateway.guard import ENVELOPE_BYTES
+from orbit_services.gateway import errors as gateway_errors
+from orbit_services.gateway.api.commands import CommandIntake
+from orbit_services.gateway.api.executions import Executions
+from orbit_services.gateway.edge.auth import AUTH_DISABLED_WARNING
+from orbit_services.gateway.edge.guard import ENVELOPE_BYTES
 from orbit_services.gateway.service import broker_ready
 from orbit_services.runtime.broker import PARK_AFTER, declare_topology
 from orbit_services.runtime.settings import Settings
@@ -66,6 +73,7 @@ from orbit_services.store import Append, DefinitionRow, EventStore, ExecutionRow
 from orbit_services.store.event_store import ENDINGS_LISTENER_NAME
 from orbit_services.store.outbox import OutboxRelay
 from tests.database import Database
+from tests.rabbitmq_queues import queue_counts
 
 from .conftest import OrbitEnv
 from .eventually import eventually
@@ -455,7 +463,9 @@ async def test_signals_are_recorded_or_refused(gateway: Gateway) -> None:
     order = await gateway.start("order-fulfilment", input=ORDER)
     signals = f"/v1/executions/{order}/signals"
     accepted = await client.post(f"{signals}/approval", json={"approved": True})
-    assert (accepted.status_code, accepted.json()) == (202, {"seq": 2})
+    # No decider runs here: the await step is not reached yet, and will take it.
+    later = {"seq": 2, "taken": "later", "steps": ["approval"]}
+    assert (accepted.status_code, accepted.json()) == (202, later)
     history = (await client.get(f"/v1/executions/{order}/history")).json()
     assert history[-1]["type"] == "SignalReceived"
     data = {"name": "approval", "payload": {"approved": True}, "request_id": None}
@@ -490,9 +500,11 @@ async def test_a_signal_sent_again_with_its_request_id_is_recorded_once(
         for _ in range(4)
     ]
     responses = await asyncio.gather(*sends)  # racing: the losers re-read and see it
-    assert [(r.status_code, r.json()) for r in responses] == [(202, {"seq": 2})] * 4
+    first = {"seq": 2, "taken": "later", "steps": ["approval"]}
+    assert [(r.status_code, r.json()) for r in responses] == [(202, first)] * 4
     other = await gateway.client.post(url, params={"request_id": "r-2"}, json={"approved": True})
-    assert other.json() == {"seq": 3}
+    # The one await of approval takes the first: nothing is left to take this one.
+    assert other.json() == {"seq": 3, "taken": "never", "steps": []}
     events = [e.event for e in await gateway.store.read_events(order)]
     assert [(e.type, getattr(e, "request_id", None)) for e in events[1:]] == [
         ("SignalReceived", "r-1"),
@@ -517,7 +529,15 @@ async def test_a_signal_sent_again_with_its_request_id_is_recorded_once(
         return [getattr(e, "request_id", "-") for e in events if e.type == "SignalReceived"]
 
     await eventually(signals, lambda found: len(found) == 4, what="the AMQP signals")
-    await asyncio.sleep(0.3)  # the duplicate, had it been recorded, would be by now
+    # Every command was taken and acked, the duplicate too: had it been recorded, it
+    # would be by now.
+    await eventually(
+        lambda: asyncio.to_thread(queue_counts, gateway.env.topology.commands),
+        lambda counts: counts == (0, 0),
+        timeout=30,
+        interval=0.2,
+        what="the commands settled",
+    )
     assert await signals() == ["r-1", "r-2", "m-1", "m-2"]
 
 
@@ -593,6 +613,41 @@ async def test_an_execution_gets_a_delivery_secret_that_is_never_shown(
     view = await gateway.client.get(f"/v1/executions/{execution_id}")
     assert "delivery_secret" not in history.text
     assert secret not in history.text + view.text
+
+
+async def test_no_history_view_or_console_page_shows_a_delivery_token_s_mac(
+    gateway: Gateway,
+) -> None:
+    await gateway.deploy("hello-world")
+    execution_id = await gateway.start("hello-world", input={"name": "x"})
+    hello = compile_definition(example("hello-world"))
+    created = replay(e.event for e in await gateway.store.read_events(execution_id))
+    _, decided = decide_until_stable(created, hello.ir, now=1_000)
+    (dispatched,) = [e for e in decided if isinstance(e, StepDispatched)]
+    token, unit = dispatched.token, dispatched.unit
+    named, _, mac = token.rpartition(".")
+    assert named == f"{execution_id}:{unit}:1"
+    assert len(mac) >= 20
+    # Every event that names a delivery: each would hand the token to any reader.
+    await gateway.append(
+        execution_id,
+        *decided,
+        AttemptAlive(unit=unit, token=token, started=True),
+        TimerFired(key=f"timeout:{token}"),
+        StaleResultIgnored(unit=unit, token=token, reason="a test"),
+        StepAttemptUncertain(unit=unit, token=token, reason="a test"),
+    )
+    history = await gateway.client.get(f"/v1/executions/{execution_id}/history")
+    view = await gateway.client.get(f"/v1/executions/{execution_id}")
+    page = await gateway.client.get(f"/ui/executions/{execution_id}")
+    assert page.status_code == 200
+    for answer in (history, view, page):
+        assert mac not in answer.text
+    shown = {e["type"]: e["data"] for e in history.json()}
+    assert shown["StepDispatched"]["token"] == named
+    assert shown["TimerFired"]["key"] == f"timeout:{named}"
+    for kind in ("AttemptAlive", "StaleResultIgnored", "StepAttemptUncertain"):
+        assert shown[kind]["token"] == named
 
 
 async def test_queries_read_the_state(gateway: Gateway) -> None:
@@ -730,7 +785,7 @@ async def test_waiting_answers_when_the_execution_ends(gateway: Gateway) -> None
     execution_id = await gateway.start("hello-world")
     started = time.monotonic()
     waiting = asyncio.ensure_future(
-        gateway.client.get(f"/v1/executions/{execution_id}", params={"wait": 10})
+        gateway.client.get(f"/v1/executions/{execution_id}", params={"wait": 40})
     )
     with pytest.raises(TimeoutError):
         await asyncio.wait_for(asyncio.shield(waiting), timeout=0.3)  # still waiting
@@ -738,7 +793,9 @@ async def test_waiting_answers_when_the_execution_ends(gateway: Gateway) -> None
     response = await waiting
     assert response.json()["status"] == "completed"
     assert response.json()["output"] == {"greeting": "hi"}
-    assert time.monotonic() - started < 2
+    # Woken by the ending, long before the 40 s it was asked to wait (generous: a
+    # loaded machine is slow, but not that slow).
+    assert time.monotonic() - started < 30
 
 
 async def test_a_wait_is_woken_by_the_ending_not_by_polling(
@@ -777,7 +834,7 @@ async def test_a_wait_longer_than_the_setting_is_answered_after_it(orbit_env: Or
         held = time.monotonic() - t0
     assert response.status_code == 200
     assert response.json()["status"] == "running"
-    assert 0.5 <= held < 5, held
+    assert 0.5 <= held < 20, held  # after the setting, long before the 30 s asked
 
 
 async def test_every_gateway_replica_hears_an_ending(orbit_env: OrbitEnv) -> None:
@@ -833,7 +890,7 @@ async def test_waiting_answers_at_the_timeout(gateway: Gateway) -> None:
     response = await gateway.client.get(f"/v1/executions/{execution_id}", params={"wait": 0.3})
     elapsed = time.monotonic() - started
     assert response.json()["status"] == "running"
-    assert 0.3 <= elapsed < 1.5
+    assert 0.3 <= elapsed < 10  # never early; late only by a loaded machine's slowness
     negative = await gateway.client.get(f"/v1/executions/{execution_id}", params={"wait": -1})
     assert error_of(negative)[:2] == (400, "INVALID_REQUEST")
 
@@ -887,8 +944,17 @@ async def test_health_and_readiness(gateway: Gateway, orbit_env: OrbitEnv) -> No
 
 
 async def test_unexpected_errors_are_a_500_without_a_traceback(
-    gateway: Gateway, orbit_env: OrbitEnv, caplog: pytest.LogCaptureFixture
+    gateway: Gateway,
+    orbit_env: OrbitEnv,
+    caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The 503s' log throttle on a clock that stands still: one line per cause per 10 s
+    # is then one line, however long the requests below take on a loaded machine.
+    monkeypatch.setattr(
+        gateway_errors, "LogThrottle", lambda logger: LogThrottle(logger, clock=lambda: 0.0)
+    )
+
     class Broken(EventStore):
         async def list_definitions(self) -> list[DefinitionRow]:
             raise RuntimeError("a bug, not an input")
@@ -1158,6 +1224,66 @@ async def test_a_host_the_gateway_does_not_serve_is_refused_but_probes_answer(
 # -- batch starts ----------------------------------------------------------------
 
 
+async def test_a_start_that_differs_from_the_recorded_one_is_refused_naming_what(
+    gateway: Gateway,
+) -> None:
+    await gateway.deploy("hello-world", "fan-out")
+    client = gateway.client
+    first = {"workflow": "hello-world", "execution_id": "o-1", "input": {"name": "world"}}
+    assert (await client.post("/v1/executions", json=first)).status_code == 201
+    # The input as recorded, with its defaults: leaving out a defaulted field repeats it.
+    same = {"workflow": "hello-world", "execution_id": "o-1"}
+    assert (await client.post("/v1/executions", json=same)).json()["created"] is False
+
+    other_input = {**first, "input": {"name": "ada"}}
+    status, code, message = error_of(await client.post("/v1/executions", json=other_input))
+    assert (status, code) == (409, "EXECUTION_EXISTS")
+    assert "another input" in message
+    assert "use_existing" in message
+    existing = {**other_input, "on_conflict": "use_existing"}
+    answer = await client.post("/v1/executions", json=existing)
+    assert (answer.status_code, answer.json()) == (200, {"execution_id": "o-1", "created": False})
+
+    other_workflow = {"workflow": "fan-out", "execution_id": "o-1", "input": {"numbers": []}}
+    for body in (other_workflow, {**other_workflow, "on_conflict": "use_existing"}):
+        status, code, message = error_of(await client.post("/v1/executions", json=body))
+        assert (status, code) == (409, "EXECUTION_EXISTS")
+        assert "another workflow" in message
+
+    # A newer version is now the default: a start naming no version is not a repeat,
+    # and the message says which version to name (not "a different workflow").
+    newer = example("hello-world").replace("version: 1.0.0", "version: 1.1.0")
+    assert (await client.post("/v1/definitions", content=newer, headers=YAML)).status_code == 201
+    status, code, message = error_of(await client.post("/v1/executions", json=first))
+    assert (status, code) == (409, "EXECUTION_EXISTS")
+    assert "at version 1.0.0, not 1.1.0" in message
+    assert "name version 1.0.0" in message
+    pinned = {**first, "version": "1.0.0"}
+    assert (await client.post("/v1/executions", json=pinned)).json()["created"] is False
+
+    # A batch holds each start to the same rule, against the stored one or an earlier item.
+    items = [
+        other_input,
+        {**first, "execution_id": "o-2", "version": "1.0.0"},
+        {**first, "execution_id": "o-2", "version": "1.1.0"},
+    ]
+    response = await client.post("/v1/executions/batch", json={"executions": items})
+    results = response.json()["results"]
+    assert [r.get("error", {}).get("code") for r in results] == [
+        "EXECUTION_EXISTS", None, "EXECUTION_EXISTS"
+    ]  # fmt: skip
+    assert "at version 1.0.0, not 1.1.0" in results[2]["error"]["message"]
+    # An id given twice is held to the start it has, stored, whatever its first line said.
+    items = [{**existing, "version": "1.0.0"}, {**other_input, "version": "1.0.0"}, pinned]
+    response = await client.post("/v1/executions/batch", json={"executions": items})
+    results = response.json()["results"]
+    assert [r.get("error", {}).get("code") for r in results] == [None, "EXECUTION_EXISTS", None]
+    assert [r["created"] for r in results] == [False, False, False]
+    assert len(await gateway.store.read_events("o-1")) >= 1
+    view = (await client.get("/v1/executions/o-1")).json()
+    assert view["input"] == {"name": "world"}
+
+
 async def test_a_batch_start_answers_each_item_in_order(gateway: Gateway) -> None:
     await gateway.deploy("hello-world", "fan-out")
     await gateway.start("hello-world", execution_id="known")
@@ -1167,7 +1293,7 @@ async def test_a_batch_start_answers_each_item_in_order(gateway: Gateway) -> Non
         {"workflow": "hello-world", "execution_id": "known"},
         {"workflow": "no-such", "execution_id": "b-2"},
         {"execution_id": "b-3"},
-        {"workflow": "hello-world", "execution_id": "b-1"},
+        {"workflow": "hello-world", "execution_id": "b-1", "input": {"name": "ada"}},
         {"workflow": "hello-world", "execution_id": "b-4", "input": {"name": 5}},
         {"workflow": "hello-world", "execution_id": "fan"},
         {"workflow": "hello-world"},

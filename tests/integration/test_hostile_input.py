@@ -13,7 +13,9 @@ Against a real Postgres and RabbitMQ, this module proves that:
 - a body of exactly the HTTP limit is read, one byte more is refused 413 before it is
   read, whether it says its length or is streamed without one, on every route; a payload
   of exactly ``ORBIT_MAX_PAYLOAD_BYTES`` (compact JSON) and a definition of exactly
-  ``ORBIT_MAX_DEFINITION_BYTES`` are taken, one byte more refused 413;
+  ``ORBIT_MAX_DEFINITION_BYTES`` are taken, one byte more refused 413; a body without a
+  token (to the console's sign-in) is read up to what a sign-in needs, and refused 413
+  one byte past it;
 - a body nested 100,000 deep is refused 400 at every route that takes a body;
 - the same through AMQP commands: refused in the reply with a 4xx code and acked, nothing
   stored; only a body that is not a command at all (100,000 deep) is parked;
@@ -41,7 +43,7 @@ from orbit_model.messages import CancelExecution, CommandReply, SignalExecution
 from orbit_model.parked import Death, notice_for
 from orbit_sdk.amqp import Publisher, connect, open_channel
 from orbit_services.gateway import GatewayService
-from orbit_services.gateway.guard import ENVELOPE_BYTES
+from orbit_services.gateway.edge.guard import ANONYMOUS_BODY_BYTES, ENVELOPE_BYTES
 
 from .conftest import OrbitEnv
 from .test_gateway import (
@@ -266,7 +268,7 @@ async def assert_goes_on(gateway: Gateway, order: str) -> None:
     signal = await gateway.client.post(
         f"/v1/executions/{order}/signals/{APPROVAL}", json={"approved": True}
     )
-    assert (signal.status_code, signal.json()) == (202, {"seq": before + 1})
+    assert (signal.status_code, signal.json()["seq"]) == (202, before + 1)
 
 
 async def deployed_order(gateway: Gateway) -> str:
@@ -462,6 +464,26 @@ async def test_a_payload_or_definition_one_byte_over_its_limit_is_refused(
         await assert_goes_on(gateway, order)
 
 
+async def test_a_body_without_a_token_is_refused_past_what_a_sign_in_needs(
+    orbit_env: OrbitEnv,
+) -> None:
+    """The console's sign-in takes a post from anyone: it reads no more than a sign-in
+    form needs (it read 2 MiB per connection, before any check)."""
+    async with running(orbit_env, orbit_env.settings_with(auth="tokens")) as gateway:
+        form = {"content-type": "application/x-www-form-urlencoded"}
+        exact = padded(b"token=", ANONYMOUS_BODY_BYTES)
+        over = padded(b"token=", ANONYMOUS_BODY_BYTES + 1)
+        for content in (over, streamed(over)):
+            answer = await gateway.client.post("/ui/login", content=content, headers=form)
+            status, code, message = error_of(answer)
+            assert (status, code) == (413, "PAYLOAD_TOO_LARGE")
+            assert f"over {ANONYMOUS_BODY_BYTES} bytes (without a token" in message
+        for content in (exact, streamed(exact)):
+            # Read, then judged by the sign-in (without its CSRF token: refused as forged).
+            answer = await gateway.client.post("/ui/login", content=content, headers=form)
+            assert answer.status_code != 413, answer.text
+
+
 # -- 4. a body nested 100,000 deep -----------------------------------------------------
 
 DEEP = nested_text(100_000)
@@ -583,7 +605,10 @@ async def test_commands_get_the_same_checks(orbit_env: OrbitEnv) -> None:
                 deep_64 = start(execution_id="deep-64", input={**ORDER, "deep": nested(63)})
                 assert (await ask(deep_64, "ok-1")).ok
                 signal_64 = signal({"approved": True, "x": nested(63)})
-                assert (await ask(signal_64, "ok-2")).result == {"seq": 2}
+                taken = (await ask(signal_64, "ok-2")).result
+                assert taken is not None
+                # "later" or "now": whether the decider has started it yet.
+                assert (taken["seq"], taken["steps"]) == (2, ["approval"])
 
                 # Not a command at all: answered, and parked (never retried).
                 deep = b'{"type": "StartExecution", "workflow": ' + DEEP + b"}"
@@ -605,7 +630,7 @@ async def test_commands_get_the_same_checks(orbit_env: OrbitEnv) -> None:
             again = await client.post(
                 f"/v1/executions/order/signals/{APPROVAL}", json={"approved": False}
             )
-            assert (again.status_code, again.json()) == (202, {"seq": 3})
+            assert (again.status_code, again.json()["seq"]) == (202, 3)
     finally:
         await service.stop()
 

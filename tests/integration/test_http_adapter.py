@@ -29,6 +29,7 @@ from orbit_services.http_adapter.guard import HTTP_DESTINATION_FORBIDDEN, HttpSt
 from orbit_services.http_adapter.service import HttpAdapterService, http_task
 
 from .conftest import OrbitEnv
+from .eventually import eventually
 
 seen: list[dict[str, Any]] = []
 """What the server received, newest last."""
@@ -299,10 +300,8 @@ async def test_a_bad_header_is_refused_before_sending(adapter: HttpAdapter, serv
 
 
 async def test_a_slow_server_times_out(adapter: HttpAdapter, server: str) -> None:
-    loop = asyncio.get_running_loop()
-    started = loop.time()
+    # The server answers after 5 s: a timeout, not its answer, says the bound held.
     failure = await _failure(adapter, {"url": f"{server}/slow", "timeout_ms": 300})
-    assert loop.time() - started < 2
     assert (failure.code, failure.retryable) == (HTTP_TIMEOUT, True)
     assert "within 300 ms" in failure.message
 
@@ -310,10 +309,8 @@ async def test_a_slow_server_times_out(adapter: HttpAdapter, server: str) -> Non
 async def test_a_slow_drip_is_bounded_by_the_total_timeout(
     adapter: HttpAdapter, server: str
 ) -> None:
-    loop = asyncio.get_running_loop()
-    started = loop.time()
+    # The drip ends after 5 s with a byte every 50 ms: only a total timeout stops it sooner.
     failure = await _failure(adapter, {"url": f"{server}/drip", "timeout_ms": 400})
-    assert loop.time() - started < 2
     assert failure.code == HTTP_TIMEOUT
 
 
@@ -561,10 +558,14 @@ async def test_the_task_reports_outputs_and_coded_failures(
 
     # A long request heartbeats, and stops when the engine asks.
     slow = asyncio.ensure_future(task.run({"url": f"{server}/slow", "timeout_ms": 4000}, ctx))
-    await asyncio.sleep(0.3)
-    assert beats >= 2
+
+    async def counted() -> int:
+        return beats
+
+    await eventually(counted, lambda n: n >= 2, what="two heartbeats")
     ctx.cancelled.set()
-    stopped = await asyncio.wait_for(slow, 2)
+    # Stopped by the cancel, not by its 4 s timeout: the code says which.
+    stopped = await asyncio.wait_for(slow, 30)
     assert stopped.error is not None
     assert (stopped.error.code, stopped.error.retryable) == ("CANCELLED", False)
 

@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import re
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -20,7 +22,7 @@ from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.hazmat.primitives.asymmetric.rsa import RSAPrivateKey
 from cryptography.hazmat.primitives.hashes import SHA256
 
-from orbit_model.access import Scope
+from orbit_model.access import TokenScope
 from orbit_services.runtime.settings import SettingsError, load_settings
 
 from .conftest import OrbitEnv
@@ -108,7 +110,7 @@ async def test_a_jwt_of_the_identity_provider_grants_its_scopes(
     as_list = idp.token(scope=["workers:read"])
     assert await _status(gateway, as_list, "/v1/workers") == (200, "")
     # Orbit's own tokens keep working beside them.
-    _, secret = await gateway.store.tokens.create("ops", frozenset({Scope.WORKERS_READ}))
+    _, secret = await gateway.store.tokens.create("ops", frozenset({TokenScope.WORKERS_READ}))
     assert await _status(gateway, secret, "/v1/workers") == (200, "")
 
 
@@ -225,3 +227,24 @@ async def test_an_unreadable_jwks_is_a_503_and_is_not_fetched_for_every_request(
     assert {(status, code) for status, code, _ in refusals} == {(503, "UNAVAILABLE")}
     assert len(fetches) == 1
     assert not any(str(server.server_port) in message for _, _, message in refusals)
+
+
+async def test_a_jwt_signs_in_to_the_console_until_its_exp(
+    gateway: Gateway, idp: IdentityProvider
+) -> None:
+    exp = int(time.time()) + 120
+    token = idp.token(scope="workers:read", exp=exp)
+    login = await gateway.client.get("/ui/login")
+    csrf = re.search(r'name="csrf" value="([^"]+)"', login.text)
+    assert csrf is not None
+    form = {"csrf": csrf[1], "token": token, "next": "/ui/workers"}
+    answer = await gateway.client.post("/ui/login", data=form)
+    assert answer.status_code == 303, answer.text
+    assert token not in answer.headers["set-cookie"]  # a session's id, not the JWT
+    assert (await gateway.client.get("/ui/workers")).status_code == 200
+    row = await gateway.database.fetchrow(
+        "SELECT token_name, name, expires_at FROM console_sessions"
+    )
+    assert row is not None
+    assert (row["token_name"], row["name"]) == (None, "jwt:ada")
+    assert row["expires_at"] == datetime.fromtimestamp(exp, UTC)

@@ -17,6 +17,7 @@ from prometheus_client import REGISTRY
 from prometheus_client.parser import text_string_to_metric_families
 
 from orbit_model.errors import OrbitError
+from orbit_model.views import view_json
 from orbit_sdk import TaskContext, TaskError, task
 from orbit_services.store import EventStore
 from orbit_services.store.pool import APPLICATION_NAME
@@ -100,7 +101,7 @@ async def test_a_known_workload_is_counted(orbit_env: OrbitEnv) -> None:
         for n, execution_id in enumerate(ids):
             await stack.client.start("metered", {"fail_once": n == 0}, execution_id=execution_id)
         for execution_id in ids:
-            result = await stack.client.wait(execution_id, timeout=20)
+            result = view_json(await stack.client.wait(execution_id, timeout=20))
             assert result["status"] == "completed", result
 
         def settled(scraped: tuple[str, Samples]) -> bool:

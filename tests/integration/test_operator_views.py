@@ -17,10 +17,12 @@ from typing import Any
 import yaml
 from prometheus_client import REGISTRY
 
+from orbit_model.views import view_json
 from orbit_sdk import OrbitClientError, TaskContext, TaskError, task
 from tests.e2e.stack import running_stack
 from tests.integration.conftest import OrbitEnv
 from tests.integration.eventually import eventually
+from tests.views import as_sent
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -121,7 +123,7 @@ async def test_each_wait_of_a_running_execution(orbit_env: OrbitEnv) -> None:
             statuses = {step: v["status"] for step, v in view["steps"].items()}
             return statuses["flaky"] == "retry_wait" and statuses["charge"] == "dispatched"
 
-        view = await eventually(lambda: stack.client.get("w-1"), settled, what="the waits")
+        view = await eventually(lambda: as_sent(stack.client.get("w-1")), settled, what="the waits")
         steps = view["steps"]
         assert {step: v["kind"] for step, v in steps.items()} == {
             "approve": "await",
@@ -181,7 +183,7 @@ async def test_each_wait_of_a_running_execution(orbit_env: OrbitEnv) -> None:
         # Once the signal arrives, ship waits for charge alone.
         await stack.client.signal("w-1", "approval", {})
         view = await eventually(
-            lambda: stack.client.get("w-1"),
+            lambda: as_sent(stack.client.get("w-1")),
             lambda v: v["steps"]["approve"]["status"] == "succeeded",
             what="the signal taken",
         )
@@ -190,7 +192,7 @@ async def test_each_wait_of_a_running_execution(orbit_env: OrbitEnv) -> None:
 
         # An ended execution waits for nothing.
         await stack.client.cancel("w-1", "enough")
-        ended = await stack.client.wait("w-1", timeout=20)
+        ended = view_json(await stack.client.wait("w-1", timeout=20))
         assert ended["status"] == "cancelled"
         assert ended["waiting_for"] == []
         assert all(v["waiting_for"] is None for v in ended["steps"].values())
@@ -207,7 +209,9 @@ async def test_a_task_a_worker_holds_names_the_worker(orbit_env: OrbitEnv) -> No
             wait = view["steps"]["slow"]["waiting_for"]
             return wait is not None and wait.get("held_by") is not None
 
-        view = await eventually(lambda: stack.client.get("h-1"), held, what="the task held")
+        view = await eventually(
+            lambda: as_sent(stack.client.get("h-1")), held, what="the task held"
+        )
         assert view["steps"]["slow"]["waiting_for"] == {
             "kind": "worker",
             "task": "slow@1",
@@ -219,7 +223,7 @@ async def test_a_task_a_worker_holds_names_the_worker(orbit_env: OrbitEnv) -> No
         assert view["waiting_for"] == [{"step": "slow", **view["steps"]["slow"]["waiting_for"]}]
 
         RELEASE.set()
-        done = await stack.client.wait("h-1", timeout=20)
+        done = view_json(await stack.client.wait("h-1", timeout=20))
         assert done["status"] == "completed"
         assert done["steps"]["slow"]["waiting_for"] is None
         assert done["waiting_for"] == []
@@ -231,7 +235,7 @@ async def test_a_parent_names_the_child_it_waits_for(orbit_env: OrbitEnv) -> Non
         await stack.client.start("order", execution_id="order-7")
 
         view = await eventually(
-            lambda: stack.client.get("order-7"),
+            lambda: as_sent(stack.client.get("order-7")),
             lambda v: v["steps"]["invoice"]["status"] == "dispatched",
             what="the child started",
         )
@@ -240,12 +244,14 @@ async def test_a_parent_names_the_child_it_waits_for(orbit_env: OrbitEnv) -> Non
             "kind": "child",
             "execution_id": "order-7:invoice",
             "workflow": "invoice@1.0.0",
+            "attempt": 1,
         }
+        assert view["steps"]["invoice"]["children"] == ["order-7:invoice"]
 
         # And the child says what it, in turn, waits for.
         async def child_view() -> dict[str, Any] | None:
             try:
-                return await stack.client.get("order-7:invoice")
+                return view_json(await stack.client.get("order-7:invoice"))
             except OrbitClientError:
                 return None  # its StartChild may still be on its way
 

@@ -29,10 +29,10 @@ EVENTS_EACH = 500
     [
         (
             "READ_FROM_SNAPSHOTS",
-            sql.READ_FROM_SNAPSHOTS,
+            sql.history.READ_FROM_SNAPSHOTS,
             "(ARRAY['e-1'], ARRAY[0::bigint], 'v')",
         ),
-        ("READ_EVENTS_MANY", sql.READ_EVENTS_MANY, "(ARRAY['e-1'], ARRAY[0::bigint])"),
+        ("READ_EVENTS_MANY", sql.history.READ_EVENTS_MANY, "(ARRAY['e-1'], ARRAY[0::bigint])"),
     ],
 )
 async def test_reading_many_executions_uses_the_history_key_in_a_generic_plan(

@@ -99,3 +99,35 @@ async def test_a_task_another_session_holds_now_is_not_reported_lost(
         assert await registry.last_holder("t-unknown") is None
     finally:
         await store.close()
+
+
+async def test_a_heartbeat_age_is_recorded_on_postgres_s_clock(orbit_env: OrbitEnv) -> None:
+    """A worker sends how long ago its task heartbeated: recorded as a time on Postgres's
+    clock, whatever the worker's own (a worker 60 s behind failed every task it
+    heartbeated, as its ``heartbeat_at`` was taken as it was)."""
+    store = await EventStore.connect(orbit_env.settings.database_url)
+    try:
+        request = RegisterWorker(
+            worker_id="w-skewed", contracts=(ContractAnnouncement(task="t", version="1"),)
+        )
+        session_id = await store.sessions.open(request)
+        skewed = await store.now_ms() - 60_000  # the worker's clock, a minute behind
+        await store.sessions.touch(
+            session_id,
+            [
+                InflightTask(
+                    execution_id="e-1", token="e-1:a:1", heartbeat_at=skewed, heartbeat_age_ms=800
+                ),
+                InflightTask(execution_id="e-2", token="e-2:a:1", heartbeat_at=skewed),
+            ],
+        )
+        now = await store.now_ms()
+        beats = await store.sessions.heartbeats(["e-1:a:1", "e-2:a:1", "e-3:a:1"])
+        aged = beats["e-1:a:1"]
+        assert now - 800 - 5_000 <= aged <= now - 800  # a few seconds for a busy machine
+        assert beats["e-2:a:1"] == skewed  # an older worker's
+        assert "e-3:a:1" not in beats  # nobody holds it
+        held = await store.sessions.inflight(session_id)
+        assert [task.heartbeat_age_ms for task in held] == [None, None]  # never stored
+    finally:
+        await store.close()

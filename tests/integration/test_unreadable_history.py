@@ -20,12 +20,14 @@ from typing import Any
 
 import httpx
 import pytest
+from aio_pika.abc import AbstractChannel
 
 from orbit_model.errors import ErrorCode
 from orbit_model.messages import TaskAssignment, TaskResult, Wake
+from orbit_model.outcome_codes import OutcomeCode
 from orbit_sdk.amqp import Publisher, connect, open_channel
 from orbit_services.gateway import create_app
-from orbit_services.gateway.executions import Executions
+from orbit_services.gateway.api.executions import Executions
 from orbit_services.store import EventStore
 from orbit_services.store.history import RAW_SHOWN_CHARS
 from orbit_services.store.outbox import OutboxRelay
@@ -66,12 +68,25 @@ DEEP = 2500
 """Far deeper than the JSON decoder goes (and, as text, longer than a history entry shows)."""
 
 
+class RecordingPublisher(Publisher):
+    """The gateway's publisher, which remembers the routing key of everything it sends."""
+
+    def __init__(self, channel: AbstractChannel) -> None:
+        super().__init__(channel)
+        self.sent: list[str] = []
+
+    async def publish(self, exchange: str, routing_key: str, body: bytes, **kwargs: Any) -> None:
+        self.sent.append(routing_key)
+        await super().publish(exchange, routing_key, body, **kwargs)
+
+
 @dataclass
 class Stack:
     """The decider (with the test playing the worker) and a gateway over HTTP."""
 
     rig: Rig
     client: httpx.AsyncClient
+    gateway_publisher: RecordingPublisher
 
     async def start(self, execution_id: str, workflow: str = "fragile") -> TaskAssignment:
         """Start an execution; the task the decider sends for it."""
@@ -130,7 +145,8 @@ async def stack(orbit_env: OrbitEnv) -> AsyncIterator[Stack]:
     async with decider_rig(settings, orbit_env.topology) as rig:
         store = await EventStore.connect(settings.database_url, min_size=1, max_size=4)
         connection = await connect(settings.amqp_url)
-        relay = OutboxRelay(store.outbox, Publisher(await open_channel(connection)))
+        publisher = RecordingPublisher(await open_channel(connection))
+        relay = OutboxRelay(store.outbox, publisher)
         executions = Executions(store, relay, orbit_env.topology, settings)
         transport = httpx.ASGITransport(app=create_app(executions))
         url = f"http://127.0.0.1:{settings.http_port}"  # a Host the gateway serves
@@ -143,7 +159,7 @@ async def stack(orbit_env: OrbitEnv) -> AsyncIterator[Stack]:
                         headers={"content-type": "application/yaml"},
                     )
                     assert response.status_code in (200, 201), response.text
-                yield Stack(rig, client)
+                yield Stack(rig, client, publisher)
         finally:
             await executions.close()
             await connection.close()
@@ -235,6 +251,28 @@ async def test_an_unknown_kind_fails_its_execution_when_signalled_and_clears_its
     assert bad["raw"] == '{"type": "StepTeleported"}'
 
 
+async def test_reading_an_unreadable_execution_sends_nothing(stack: Stack) -> None:
+    await stack.start("quiet-1")
+    stack.gateway_publisher.sent.clear()
+    await stack.plant("quiet-1", "StepTeleported", '{"type": "StepTeleported"}')
+    # A read has no side effect: the view, the history and a query send the decider
+    # nothing. Only a write (a signal or a cancel, which it refuses) wakes it.
+    response = await stack.client.get("/v1/executions/quiet-1")
+    assert response.status_code == 200, response.text
+    assert response.json()["status"] == "running"
+    response = await stack.client.get("/v1/executions/quiet-1", params={"wait": "0.1"})
+    assert response.status_code == 200, response.text
+    await stack.history("quiet-1")
+    await stack.refused("GET", "quiet-1/queries/greeted")
+    assert stack.gateway_publisher.sent == []
+    row = await stack.rig.store.execution("quiet-1")
+    assert row is not None
+    assert row.status == "running"
+    await stack.refused("POST", "quiet-1/signals/nudge", json={})
+    assert stack.gateway_publisher.sent != []
+    await stack.failed("quiet-1")
+
+
 async def test_a_child_with_a_field_of_the_wrong_type_fails_and_answers_its_parent(
     stack: Stack,
 ) -> None:
@@ -246,7 +284,7 @@ async def test_a_child_with_a_field_of_the_wrong_type_fails_and_answers_its_pare
     view = await stack.failed(child)
     assert f"event {seq} (StepSucceeded)" in view["error"]["message"]
     assert "StepSucceeded.attempt" in view["error"]["message"]
-    parent = await stack.failed("parent-1", ErrorCode.CHILD_FAILED)
+    parent = await stack.failed("parent-1", OutcomeCode.CHILD_FAILED)
     assert (
         f"child workflow {child} failed: event {seq} (StepSucceeded)" in parent["error"]["message"]
     )

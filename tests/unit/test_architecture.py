@@ -1,13 +1,18 @@
 """The house rules, checked: sizes, one error root, and what each distribution loads.
 
-- No module of the three distributions is over 500 lines, no function over 60
-  unless a comment right above it says why (``# Long on purpose: …``), and no
-  service package over 1,500 lines.
+- No module of the three distributions holds over 500 lines of code unless its
+  first comment says why it is one concern (``# One concern, long on purpose: …``);
+  comments and docstrings are not counted, so none is ever cut short to fit. No
+  function is over 60 lines unless a comment right above it says why
+  (``# Long on purpose: …``), and no service package over 1,500 lines.
+  (docs/contributing.md)
 - Every exception class Orbit defines derives from ``OrbitError``, and every
   ``OrbitError`` Orbit raises names an ``ErrorCode`` member.
-- ``import orbit_sdk`` stays light: a worker loads none of the server, the
-  compiler's libraries or the HTTP client.
-- ``orbit --help`` loads neither the compiler nor the HTTP client.
+- ``import orbit_sdk`` stays light: it, and a worker's or a client's names, load
+  under 250 modules; a worker loads none of the server, the compiler's libraries or
+  the HTTP client.
+- ``orbit --help`` loads under 250 modules, neither the compiler nor the HTTP client;
+  ``orbit validate`` the compiler and nothing of the clients or the server.
 (The import boundaries themselves are import-linter's: ``make lint``.)
 """
 
@@ -30,14 +35,18 @@ SERVICES = ("gateway", "decider", "dispatcher", "timer", "http_adapter")
 MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
 MAX_SERVICE_LINES = 1500
-SERVICE_LINES = {"gateway": 3000}
+SERVICE_LINES = {"gateway": 3200, "decider": 1600}
 """Services allowed more: the gateway is the HTTP API's edge and its trust boundary (its
-routes, schemas, errors, the guards every request passes, API tokens' and JWTs' checks
-and the token routes), beside the executions' operations, their batch starts and the
-waits woken by the store's notifications."""
-MAX_CONSOLE_LINES = 2500
+routes, schemas, errors, the guards every request passes, API tokens' and JWTs' checks,
+the console's session cookie and CSRF check, and the token routes), beside the
+executions' operations, their batch starts and the waits woken by the store's
+notifications. The decider fences its leases (a beat bounded in time, none while
+RabbitMQ is unreachable) beside its batches, spans and step clock."""
+MAX_CONSOLE_LINES = 2700
 """The console (``gateway/console``) is counted on its own: its pages, forms and the two
-drawings it makes on the server are a web application of their own inside the gateway."""
+drawings it makes on the server (with their bounds) are a web application of their own
+inside the gateway, with the headers its pages send (its sign-in cookie and CSRF check
+are the gateway's edge's)."""
 
 
 def _modules() -> list[Path]:
@@ -48,10 +57,52 @@ def _relative(path: Path) -> str:
     return path.relative_to(ROOT).as_posix()
 
 
+LONG_MODULE = "# One concern, long on purpose:"
+"""How a module's first comment says why it holds over :data:`MAX_MODULE_LINES`."""
+
+
+def _explanation_lines(text: str) -> set[int]:
+    """The numbers of the lines that only explain: comments and docstrings."""
+    lines = {
+        number
+        for number, line in enumerate(text.splitlines(), start=1)
+        if line.strip().startswith("#")
+    }
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                lines.update(range(body[0].lineno, (body[0].end_lineno or body[0].lineno) + 1))
+    return lines
+
+
+def _first_comment(text: str) -> str:
+    return next((line for line in text.splitlines() if line.startswith("#")), "")
+
+
 @pytest.mark.parametrize("path", _modules(), ids=_relative)
-def test_no_module_is_over_500_lines(path: Path) -> None:
-    lines = len(path.read_text(encoding="utf-8").splitlines())
-    assert lines <= MAX_MODULE_LINES, f"{_relative(path)} has {lines} lines"
+def test_no_module_holds_over_500_lines_of_code_without_saying_why(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    code = len(text.splitlines()) - len(_explanation_lines(text))
+    said_why = _first_comment(text).startswith(LONG_MODULE)
+    assert code <= MAX_MODULE_LINES or said_why, f"{_relative(path)} has {code} lines of code"
+
+
+def test_comments_and_docstrings_are_not_counted() -> None:
+    text = '''"""A module.
+
+Its docstring.
+"""
+# a comment
+x = 1  # counted: code
+
+
+def f() -> None:
+    """One line."""
+    # another
+'''
+    assert _explanation_lines(text) == {1, 2, 3, 4, 5, 10, 11}
+    assert _first_comment(text) == "# a comment"
 
 
 def _said_why(lines: list[str], node: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
@@ -164,7 +215,7 @@ def test_every_orbit_error_raised_names_an_error_code_member() -> None:
 
 
 def test_no_failure_code_is_a_string_literal() -> None:
-    """The engine's own failure codes (``TaskFailure(code=…)``) are ErrorCode members."""
+    """The engine's own failure codes (``TaskFailure(code=…)``) are OutcomeCode members."""
     literals = []
     for path in _modules():
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -192,9 +243,26 @@ def _loaded(script: str) -> set[str]:
     return set(result.stdout.strip().splitlines()[-1].split(","))
 
 
-def test_importing_the_sdk_loads_under_250_modules() -> None:
-    loaded = _loaded("import orbit_sdk")
-    assert len(loaded) < 250, len(loaded)
+MAX_SDK_MODULES = 250
+"""What importing the SDK's names may load at most, counted as ``len(sys.modules)`` in a
+fresh interpreter (the interpreter alone holds about 33 here; ``asyncio`` and one
+pydantic model together, what any worker needs to run, about 260). What a worker loads
+to serve (aio-pika, the messages' models, pydantic-settings) comes when it is made and
+started; the HTTP client's httpx when a client is made."""
+
+
+@pytest.mark.parametrize(
+    "script",
+    [
+        "import orbit_sdk",
+        "from orbit_sdk import Worker, TaskContext, TaskError, task",
+        "from orbit_sdk import OrbitClient, OrbitClientError",
+        "from orbit_sdk import Worker, TaskContext, TaskError, task, OrbitClient",
+    ],
+)
+def test_importing_the_sdk_loads_under_250_modules(script: str) -> None:
+    loaded = _loaded(script)
+    assert len(loaded) < MAX_SDK_MODULES, len(loaded)
 
 
 def test_a_worker_loads_nothing_of_the_server_the_compiler_or_the_http_client() -> None:
@@ -211,6 +279,35 @@ def test_the_clients_load_nothing_of_the_server_or_the_compiler() -> None:
     assert "jsonschema._format" not in loaded
 
 
+def _orbit(*arguments: str) -> str:
+    """A script that runs ``orbit ARGUMENTS`` as the console script does."""
+    return (
+        "import contextlib, io, sys\n"
+        f"sys.argv = ['orbit', *{list(arguments)!r}]\n"
+        "from orbit_sdk.cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()), contextlib.suppress(SystemExit):\n"
+        "    main()\n"
+    )
+
+
+def test_orbit_help_loads_under_250_modules() -> None:
+    """``orbit --help`` takes about 0.2 s here (bench/cli.py); what it loads is its cost."""
+    loaded = _loaded(_orbit("--help"))
+    assert len(loaded) < MAX_SDK_MODULES, len(loaded)
+
+
+def test_orbit_validate_loads_the_compiler_alone() -> None:
+    """``orbit validate`` needs the compiler and its libraries (pydantic, PyYAML, CEL,
+    jsonschema): about 380 modules, 0.6 s here (bench/cli.py); nothing of the clients or
+    the server, and no more than today."""
+    workflow = ROOT / "examples" / "order-fulfilment.yaml"
+    loaded = _loaded(_orbit("validate", str(workflow)))
+    tops = {name.split(".")[0] for name in loaded}
+    assert {"orbit_model", "yaml", "jsonschema", "cel"} <= tops
+    assert not tops & {"httpx", "aio_pika", "aiormq", "pydantic_settings", *SERVER_SIDE[:-1]}
+    assert len(loaded) < 400, len(loaded)
+
+
 def test_orbit_help_loads_neither_the_compiler_nor_the_http_client() -> None:
     script = (
         "import contextlib, io\n"
@@ -224,7 +321,10 @@ def test_orbit_help_loads_neither_the_compiler_nor_the_http_client() -> None:
     # The server's commands are there, but only the modules that declare them.
     assert {name for name in loaded if name.startswith("orbit_services")} <= {
         "orbit_services",
-        "orbit_services.cli",
-        "orbit_services.token_cli",
-        "orbit_services.broker_cli",
+        "orbit_services.commands",
+        "orbit_services.commands.plugin",
+        "orbit_services.commands.settings",
+        "orbit_services.commands.server",
+        "orbit_services.commands.tokens",
+        "orbit_services.commands.broker",
     }

@@ -1,4 +1,4 @@
-"""orbit_services.broker_setup's pure helpers (URLs, rabbitmqctl commands) and the identity
+"""orbit_services.commands.broker_setup's pure helpers (URLs, rabbitmqctl commands) and the identity
 check of orbit_services.runtime.senders; none of it needs a broker."""
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from orbit_model.broker_roles import (
 )
 from orbit_model.errors import OrbitError
 from orbit_model.topology import Topology
-from orbit_services.broker_setup import (
+from orbit_services.commands.broker_setup import (
     BrokerAdmin,
     management_url,
     new_password,

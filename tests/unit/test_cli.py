@@ -11,6 +11,7 @@ from typing import Any, ClassVar
 import pytest
 from typer.testing import CliRunner
 
+from orbit_model.views import ExecutionPage, ExecutionView
 from orbit_sdk import client as client_module
 from orbit_sdk.cli.app import build_app
 from orbit_sdk.settings import GatewayAddress
@@ -223,3 +224,205 @@ def test_history_shows_an_event_that_no_longer_decodes_raw_with_its_code() -> No
     text = console.export_text()
     assert 'HISTORY_UNREADABLE: {"type": "SignalReceived", "payload": [[[[' in text
     assert '{"input":1}' in text.replace(" ", "")
+
+
+def test_get_shows_the_cause_chain_and_every_attempts_child() -> None:
+    from rich.console import Console  # noqa: PLC0415
+
+    from orbit_sdk.cli.render import show_execution  # noqa: PLC0415
+
+    task = {"code": "DECLINED", "message": "no", "details": {"foo": "bar"}}
+    child_error = {
+        "code": "CHILD_FAILED",
+        "message": "child workflow o-1:pay:attempt-2 failed",
+        "details": {"child_execution_id": "o-1:pay:attempt-2", "status": "failed"},
+        "cause": {**task, "step": "charge", "execution_id": "o-1:pay:attempt-2"},
+    }
+    execution = {
+        "execution_id": "o-1",
+        "workflow": "order",
+        "version": "1.0.0",
+        "status": "failed",
+        "parent": None,
+        "created_at": "2026-05-01T12:00:00+00:00",
+        "closed_at": "2026-05-01T12:00:01+00:00",
+        "input": None,
+        "output": None,
+        "waiting_for": [],
+        "lost_messages": [],
+        "error": {
+            "code": "CHILD_FAILED",
+            "message": "step 'pay' failed",
+            "cause": {**child_error, "step": "pay", "execution_id": "o-1"},
+        },
+        "steps": {
+            "pay": {
+                "status": "failed",
+                "attempt": 2,
+                "output": None,
+                "kind": "workflow",
+                "waiting_for": None,
+                "error": child_error,
+                "children": ["o-1:pay", "o-1:pay:attempt-2"],
+            }
+        },
+    }
+    console = Console(width=200, record=True)
+    show_execution(console, ExecutionView.model_validate(execution))
+    text = console.export_text()
+    assert "↳ caused by CHILD_FAILED in step pay: child workflow o-1:pay:attempt-2 failed" in text
+    assert '↳ caused by DECLINED in step charge of o-1:pay:attempt-2: no {"foo": "bar"}' in text
+    assert "↳ children" in text
+    assert "o-1:pay, o-1:pay:attempt-2" in text
+
+
+# -- orbit --version, orbit definitions, orbit list's layout, the hints ----------------
+
+
+def test_version_names_the_installed_distributions(runner: CliRunner) -> None:
+    from importlib.metadata import version  # noqa: PLC0415
+
+    result = runner.invoke(app, ["--version"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith(f"orbit {version('orbit-sdk')} (orbit-sdk ")
+    assert f"orbit-server {version('orbit-server')}" in result.stdout
+
+
+LISTED = [
+    {
+        "execution_id": "6947469c-1234-4b3a-9c3e-0123456789ab",
+        "workflow": "order-fulfilment",
+        "version": "1.0.0",
+        "status": "completed",
+        "parent": None,
+        "created_at": "2026-05-01T12:00:00.123456+00:00",
+        "closed_at": "2026-05-01T12:00:03.654321+00:00",
+    },
+    {
+        "execution_id": "9947469c-1234-4b3a-9c3e-0123456789ab",
+        "workflow": "a-workflow-with-a-rather-long-name",
+        "version": "10.20.30",
+        "status": "timed_out",
+        "parent": None,
+        "created_at": "2026-05-01T13:00:00.5+02:00",
+        "closed_at": None,
+    },
+]
+DEFINITIONS = [
+    {
+        "name": "order-fulfilment",
+        "version": version,
+        "hash": "sha256:" + digit * 64,
+        "registered_at": "2026-05-01T12:00:00.123456+00:00",
+    }
+    for version, digit in (("1.0.0", "1"), ("1.10.0", "2"), ("1.9.0", "3"))
+]
+
+
+class _AnsweringClient(_RecordingClient):
+    """Stands for ``OrbitClient`` with fixed answers to the reads."""
+
+    asked: ClassVar[list[tuple[str, ...]]] = []
+
+    async def list(self, *_args: Any) -> ExecutionPage:
+        return ExecutionPage.model_validate({"items": LISTED, "next_cursor": None})
+
+    async def definitions(self) -> list[dict[str, Any]]:
+        return DEFINITIONS
+
+    async def definition(self, name: str, version: str) -> dict[str, Any]:
+        self.asked.append((name, version))
+        text = (EXAMPLES / "order-fulfilment.yaml").read_text()
+        from orbit_model.compiler import compile_definition  # noqa: PLC0415
+
+        return compile_definition(text).ir.to_json_data()
+
+
+@pytest.fixture
+def answering(reached: list[str], monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, ...]]:
+    asked: list[tuple[str, ...]] = []
+    monkeypatch.setattr(_AnsweringClient, "asked", asked)
+    monkeypatch.setattr(client_module, "OrbitClient", _AnsweringClient)
+    return asked
+
+
+@pytest.mark.parametrize("columns", [80, 100, 200])
+def test_list_keeps_ids_and_statuses_whole_and_times_to_the_second(
+    runner: CliRunner,
+    answering: list[tuple[str, ...]],
+    columns: int,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from orbit_sdk.cli import render  # noqa: PLC0415
+
+    monkeypatch.setattr(render, "_WIDE", columns)  # the width of the terminal it writes to
+    result = runner.invoke(app, ["list"])
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    assert max(len(line) for line in lines) <= columns, result.stdout
+    for item in LISTED:
+        assert any(item["execution_id"] in line for line in lines), result.stdout
+        assert any(f" {item['status']} " in line for line in lines), result.stdout
+    assert "…" not in result.stdout
+    assert ".123456" not in result.stdout
+    assert "2026-05-01" in result.stdout
+    assert "12:00:00Z" in result.stdout
+    assert "11:00:00Z" in result.stdout  # 13:00 at +02:00, in UTC
+    assert ("12:00:03Z" in result.stdout) is (columns == 200)  # closed: when it fits
+
+
+def test_definitions_list_and_show(runner: CliRunner, answering: list[tuple[str, ...]]) -> None:
+    listed = runner.invoke(app, ["definitions", "list"])
+    assert listed.exit_code == 0, listed.output
+    assert "order-fulfilment" in listed.stdout
+    assert "sha256:111111111111…" in listed.stdout
+    assert "2026-05-01 12:00:00Z" in listed.stdout
+    shown = runner.invoke(app, ["definitions", "show", "order-fulfilment"])
+    assert shown.exit_code == 0, shown.output
+    assert answering == [("order-fulfilment", "1.10.0")]  # the highest version
+    text = shown.stdout
+    assert f"hash       sha256:{'2' * 64}" in text
+    assert "tasks      reserve-stock@1, charge-card@2" in text
+    assert "signals    approval" in text
+    assert "waits for signal approval" in text
+    assert "runs workflow send-invoice@1.0.0" in text
+    assert "sleeps 1s" in text
+    as_json = runner.invoke(app, ["definitions", "show", "order-fulfilment", "1.0.0", "--json"])
+    assert json.loads(as_json.stdout)["name"] == "order-fulfilment"
+    assert answering[-1] == ("order-fulfilment", "1.0.0")
+    missing = runner.invoke(app, ["definitions", "show", "order-fulfilment", "9.9.9"])
+    assert missing.exit_code == 1
+    assert missing.stderr.startswith("WORKFLOW_NOT_FOUND: workflow order-fulfilment@9.9.9")
+
+
+def _program(directory: Path) -> Path:
+    program = directory / "orbit"
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    return program
+
+
+def test_hints_name_the_orbit_that_runs_when_orbit_is_not_on_the_path(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from orbit_sdk.cli.hints import orbit_command  # noqa: PLC0415
+
+    program = _program(_bin(tmp_path))
+    monkeypatch.setattr("sys.argv", [str(program), "dev"])
+    monkeypatch.setenv("PATH", "/nonexistent")
+    monkeypatch.chdir(tmp_path)
+    assert orbit_command() == ".venv/bin/orbit"  # as `make demo` runs it, from here
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    assert orbit_command() == str(program)
+    monkeypatch.setenv("PATH", str(program.parent))
+    assert orbit_command() == "orbit"  # on the PATH, the name is enough
+    monkeypatch.setattr("sys.argv", ["pytest"])
+    assert orbit_command() == "orbit"
+
+
+def _bin(root: Path) -> Path:
+    directory = root / ".venv" / "bin"
+    directory.mkdir(parents=True)
+    return directory

@@ -37,7 +37,21 @@ def _app(calls: list[dict[str, Any]]) -> FastAPI:
         calls.append({"wait": wait})
         polls["count"] += 1
         status = "completed" if polls["count"] >= 3 else "running"
-        return {"execution_id": execution_id, "status": status}
+        return {
+            "execution_id": execution_id,
+            "workflow": "w",
+            "version": "1",
+            "status": status,
+            "parent": None,
+            "created_at": "2026-05-01T12:00:00+00:00",
+            "closed_at": None,
+            "input": None,
+            "output": None,
+            "error": None,
+            "steps": {},
+            "waiting_for": [],
+            "lost_messages": [],
+        }
 
     @app.get("/v1/workers")
     async def broken() -> Response:
@@ -73,7 +87,7 @@ async def test_wait_polls_until_the_execution_ends(
     client: OrbitClient, calls: list[dict[str, Any]]
 ) -> None:
     done = await client.wait("e-1", timeout=5)
-    assert done["status"] == "completed"
+    assert done.status == "completed"
     assert len(calls) == 3
     assert all(0 < call["wait"] <= 5 for call in calls)
 

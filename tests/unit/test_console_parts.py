@@ -11,6 +11,13 @@ from hypothesis import strategies as st
 
 from orbit_model.compiler import compile_definition
 from orbit_model.errors import OrbitError
+from orbit_model.views import (
+    StepView,
+    WaitsForElements,
+    WaitsForRetry,
+    WaitsForSignal,
+    WaitsForWorker,
+)
 from orbit_services.gateway.console.banner import reason
 from orbit_services.gateway.console.forms import JSON_FIELD, form_fields, payload_of
 from orbit_services.gateway.console.steps import human_duration, step_rows
@@ -40,39 +47,19 @@ SCHEMA = {
 
 
 def test_each_wait_reads_as_a_sentence() -> None:
-    assert reason({"step": "approval", "kind": "signal", "name": "approval"}, IR) == (
-        "waiting for signal approval"
+    signal = WaitsForSignal(kind="signal", name="approval", timeout_at=None)
+    assert reason("approval", signal, IR) == "waiting for signal approval"
+    worker = WaitsForWorker(
+        kind="worker", task="pay@1", workers_online=0, held_by=None, attempt=1, timeout_at=None
     )
-    worker = {
-        "step": "charge",
-        "kind": "worker",
-        "task": "pay@1",
-        "workers_online": 0,
-        "held_by": None,
-        "attempt": 1,
-    }
-    assert reason(worker, IR) == "charge: waiting for a worker for pay@1 (none online)"
+    assert reason("charge", worker, IR) == "charge: waiting for a worker for pay@1 (none online)"
     at = datetime.now(UTC).replace(hour=14, minute=2, second=10, microsecond=0)
-    retry = {
-        "step": "charge",
-        "kind": "retry",
-        "attempt": 3,
-        "at": at.isoformat(),
-        "last_error": "DECLINED",
-    }
-    assert reason(retry, IR) == "charge: retry 3 of 5 at 14:02:10 after DECLINED"
-    held = {**worker, "held_by": "w-1", "workers_online": 1}
-    assert reason(held, IR) == "charge: running on worker w-1 (attempt 1)"
-    assert "2 of 5 elements done" in reason(
-        {
-            "step": "ship",
-            "kind": "elements",
-            "total": 5,
-            "counts": {"succeeded": 2},
-            "task": "ship@1",
-        },
-        IR,
-    )
+    retry = WaitsForRetry(kind="retry", attempt=3, at=at.isoformat(), last_error="DECLINED")
+    assert reason("charge", retry, IR) == "charge: retry 3 of 5 at 14:02:10 after DECLINED"
+    held = worker.model_copy(update={"held_by": "w-1", "workers_online": 1})
+    assert reason("charge", held, IR) == "charge: running on worker w-1 (attempt 1)"
+    elements = WaitsForElements(kind="elements", total=5, counts={"succeeded": 2}, task="ship@1")
+    assert "2 of 5 elements done" in reason("ship", elements, IR)
 
 
 def test_a_flat_object_schema_becomes_fields_with_the_browsers_checks() -> None:
@@ -124,11 +111,14 @@ def test_the_steps_table_takes_the_worker_and_times_from_the_history() -> None:
         entry(4, "StepDispatched", 1.5, unit="charge", attempt=2),
         entry(5, "StepSucceeded", 2.0, unit="charge", attempt=2, worker_id="w-2"),
     ]
-    view = {"charge": {"status": "succeeded", "attempt": 2, "error": None, "kind": "task"}}
+    charge = StepView(
+        status="succeeded", attempt=2, output=None, error=None, kind="task", waiting_for=None
+    )
+    view = {"charge": charge}
     (row,) = step_rows(view, history)
     assert row.worker == "w-2"
     assert row.duration == "2.0 s"
-    running = {"charge": {**view["charge"], "status": "dispatched"}}
+    running = {"charge": charge.model_copy(update={"status": "dispatched"})}
     assert step_rows(running, history[:4])[0].duration == ""
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -37,8 +37,8 @@ from orbit_model.events import (
 )
 from orbit_model.ir import WorkflowIR
 from orbit_model.state import UnitStatus, replay
-from orbit_model.views import steps_view
-from orbit_services.gateway.console.graph import graph_svg
+from orbit_model.views import StepView, steps_view
+from orbit_services.gateway.console.graph import step_graph
 from orbit_services.gateway.console.palette import (
     BAR_COLOURS,
     STATUS_COLOURS,
@@ -64,6 +64,19 @@ tasks:
 
 def _ir(steps: str, final: str = "", head: str = "") -> WorkflowIR:
     return compile_definition(HEAD + head + "steps:\n" + steps + final).ir
+
+
+def graph_svg(ir: WorkflowIR, steps: Mapping[str, StepView | dict[str, Any]]) -> str:
+    """The graph of ``ir`` over ``steps``: views, or a view's fields of interest (the
+    others a pending task's)."""
+    return step_graph(ir.definition_hash(), ir, {k: _view(v) for k, v in steps.items()})
+
+
+def _view(step: StepView | dict[str, Any]) -> StepView:
+    if isinstance(step, StepView):
+        return step
+    pending = {"status": "pending", "attempt": 0, "output": None, "error": None}
+    return StepView(**(pending | {"kind": "task", "waiting_for": None} | step))
 
 
 RETRIED = _ir("  - id: charge\n    task: t\n    retry: {max_attempts: 3}\n")

@@ -151,7 +151,6 @@ def test_what_the_compiled_validator_accepts_the_reference_accepts(
 @pytest.mark.parametrize(
     ("schema", "value"),
     [
-        ({"type": "string", "pattern": "^\\d+$"}, "١٢"),  # Arabic digits: Python's \d only
         ({"type": "integer"}, 2**80),  # past 64 bits
     ],
 )

@@ -99,17 +99,27 @@ def test_a_worker_not_allowed_built_ins_is_refused_whatever_runtime_it_claims() 
     assert refused.value.code == ErrorCode.RESERVED_TASK
 
 
-def test_only_versions_no_workflow_uses_are_warned_about() -> None:
+def test_contracts_no_workflow_calls_are_warned_about() -> None:
     contracts = _register(("greet", "1"), ("greet", "3"), ("charge", "9"), ("unused", "1"))
     in_use = {"greet": {"1", "2"}, "charge": {"2"}}
     warnings = contract_warnings(contracts.contracts, in_use)
+    uncalled = (
+        "'unused' (version 1) is called by no registered workflow: check its name; its"
+        " tasks reach this worker once a workflow that calls it is registered"
+    )
     assert warnings == [
         "'greet' is announced at version 3, but registered workflows call it at 1, 2;"
         " no task of theirs will reach this worker",
         "'charge' is announced at version 9, but registered workflows call it at 2;"
         " no task of theirs will reach this worker",
+        uncalled,
     ]
-    assert contract_warnings(contracts.contracts, {}) == []
+    assert len(contract_warnings(contracts.contracts, {})) == 4
+
+
+def test_the_built_in_tasks_get_no_warning() -> None:
+    builtin = _register(("orbit.http.request", "1"))
+    assert contract_warnings(builtin.contracts, {}) == []
 
 
 def _dispatched() -> tuple[ExecutionState, str]:

@@ -4,9 +4,9 @@ from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.expressions import (
     Access,
     ExecutionInfo,
+    ExpressionScope,
     ExpressionSyntaxError,
-    Scope,
-    StepView,
+    StepOutcome,
     canonical_expression,
     compile_expression,
     evaluate_template,
@@ -80,10 +80,10 @@ def test_syntax_error_names_the_column() -> None:
         compile_expression("a +")
 
 
-def _scope() -> Scope:
-    return Scope(
+def _scope() -> ExpressionScope:
+    return ExpressionScope(
         input={"x": 2, "items": [1, 2, 3], "name": "orbit"},
-        steps={"a": StepView("succeeded", {"n": 5}), "b": StepView()},
+        steps={"a": StepOutcome("succeeded", {"n": 5}), "b": StepOutcome()},
         signals={"approval": {"approved": True}},
         execution=ExecutionInfo(id="e-1", workflow="w", version="1.0.0", attempt=2),
         item="it",
@@ -145,8 +145,8 @@ def test_an_expression_gets_only_the_steps_it_names() -> None:
 
 
 def test_item_and_index_are_bound_only_inside_a_unit() -> None:
-    assert "item" not in Scope().variables()
-    assert Scope(item=None, index=0).variables()["item"] is None
+    assert "item" not in ExpressionScope().variables()
+    assert ExpressionScope(item=None, index=0).variables()["item"] is None
 
 
 @pytest.mark.parametrize(

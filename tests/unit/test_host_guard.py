@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from orbit_services.gateway.guard import HostGuard
+from orbit_services.gateway.edge.hosts import HostGuard
 
 
 async def _app(scope: object, receive: object, send: object) -> None:  # pragma: no cover

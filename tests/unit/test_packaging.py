@@ -35,7 +35,7 @@ from orbit_model.inputs import start_execution
 from orbit_model.names import EXECUTION_ID
 from orbit_sdk.cli.app import build_app
 from orbit_sdk.worker import Worker
-from orbit_services.broker_cli import MIN_PASSWORD_LENGTH, PASSWORD_VARIABLE
+from orbit_services.commands.broker import MIN_PASSWORD_LENGTH, PASSWORD_VARIABLE
 from orbit_services.runner import SERVICES
 from orbit_services.runtime.settings import Settings, SettingsError, load_settings
 
@@ -77,6 +77,8 @@ BROKER_PASSWORD_VARIABLES = {
 WORKER_USERS = {"examples.workers:worker": "examples"}
 # Which commands use the database, and which the broker: a container gets no other URL.
 USES_DATABASE = {"migrate", "token", "service"}
+"""Commands that use Postgres, besides ``broker user add|delete --role worker`` (which
+records a worker user's task patterns there)."""
 USES_BROKER = {"service", "worker", "broker"}
 
 
@@ -503,7 +505,9 @@ def test_each_container_starts_with_valid_settings_of_this_stack(
 
     # Each URL where it is used, and only there.
     has_database = "ORBIT_DATABASE_URL" in environment
-    assert has_database == (command[0] in USES_DATABASE), f"{name}: ORBIT_DATABASE_URL"
+    worker_user = command[:2] == ["broker", "user"] and "worker" in command
+    uses_database = command[0] in USES_DATABASE or worker_user
+    assert has_database == uses_database, f"{name}: ORBIT_DATABASE_URL"
     has_broker = "ORBIT_AMQP_URL" in environment
     assert has_broker == (command[0] in USES_BROKER), f"{name}: ORBIT_AMQP_URL"
     if command[0] != "broker":

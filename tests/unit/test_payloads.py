@@ -31,34 +31,36 @@ def test_ordinary_json_is_storable(value: object) -> None:
 
 def test_lone_surrogates_are_refused_with_their_path() -> None:
     # Half of a UTF-16 pair is not Unicode text: Postgres refuses it in jsonb.
-    assert payload_problem({"a": ["ok", "b\ud800"]}) == (
+    assert str(payload_problem({"a": ["ok", "b\ud800"]})) == (
         "holds a lone surrogate at $.a[1], which cannot be stored"
     )
-    assert payload_problem({"\udfff": 1}) == (
+    assert str(payload_problem({"\udfff": 1})) == (
         "holds a lone surrogate in a key at $, which cannot be stored"
     )
     assert payload_problem("a whole pair: \U0001f600") is None
 
 
 def test_nul_characters_are_refused_with_their_path() -> None:
-    assert payload_problem({"a": ["ok", "b\x00d"]}) == (
+    assert str(payload_problem({"a": ["ok", "b\x00d"]})) == (
         "holds the NUL character at $.a[1], which cannot be stored"
     )
-    assert payload_problem({"k\x00": 1}) == (
+    assert str(payload_problem({"k\x00": 1})) == (
         "holds the NUL character in a key at $, which cannot be stored"
     )
 
 
 def test_non_finite_numbers_are_refused() -> None:
-    assert payload_problem([1.0, math.nan]) == "holds nan at $[1]; JSON numbers must be finite"
-    assert payload_problem({"x": -math.inf}) == "holds -inf at $.x; JSON numbers must be finite"
+    assert str(payload_problem([1.0, math.nan])) == "holds nan at $[1]; JSON numbers must be finite"
+    assert (
+        str(payload_problem({"x": -math.inf})) == "holds -inf at $.x; JSON numbers must be finite"
+    )
 
 
 def test_the_size_limit_counts_compact_utf8_bytes() -> None:
     value = {"name": "é" * 10}
     assert payload_size(value) == len('{"name":""}') + 20
     assert payload_problem(value, max_bytes=payload_size(value)) is None
-    assert payload_problem(value, max_bytes=10) == (
+    assert str(payload_problem(value, max_bytes=10)) == (
         "is 31 bytes; the limit is 10 (ORBIT_MAX_PAYLOAD_BYTES)"
     )
 
@@ -70,7 +72,7 @@ def test_deep_nesting_does_not_exhaust_the_stack() -> None:
     assert payload_problem(value, max_depth=100_000) is None
     problem = payload_problem(value)
     assert problem is not None
-    assert "nested deeper than 64 levels" in problem
+    assert "nested deeper than 64 levels" in problem.reason
 
 
 @pytest.mark.parametrize(("depth", "ok"), [(63, True), (64, True), (65, False)])
@@ -84,3 +86,40 @@ def test_the_depth_limit_counts_arrays_and_objects(depth: int, ok: bool) -> None
             check_payload("the input", value)
         assert refused.value.code is ErrorCode.INVALID_REQUEST
         assert "ORBIT_MAX_PAYLOAD_DEPTH" in refused.value.message
+
+
+def test_a_problem_says_whether_the_payload_is_only_too_large() -> None:
+    too_large = payload_problem({"name": "é" * 10}, max_bytes=10)
+    assert too_large is not None
+    assert too_large.too_large
+    for unstorable in ("b\x00d", math.nan, _nested(65)):
+        problem = payload_problem(unstorable, max_bytes=1)
+        assert problem is not None
+        assert not problem.too_large, problem
+
+
+def test_a_refused_request_names_the_payload_before_the_problem() -> None:
+    with pytest.raises(OrbitError) as too_large:
+        check_payload("the input", {"name": "é" * 10}, max_bytes=10)
+    assert too_large.value.code is ErrorCode.PAYLOAD_TOO_LARGE
+    assert too_large.value.message == (
+        "the input is 31 bytes; the limit is 10 (ORBIT_MAX_PAYLOAD_BYTES)"
+    )
+    with pytest.raises(OrbitError) as unstorable:
+        check_payload("the input", [math.inf], max_bytes=1)
+    assert unstorable.value.code is ErrorCode.INVALID_REQUEST
+    assert unstorable.value.message == "the input holds inf at $[0]; JSON numbers must be finite"
+
+
+def _nested(depth: int) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@given(JSON, st.integers(min_value=0, max_value=400))
+def test_storable_json_is_a_problem_only_when_too_large(value: object, limit: int) -> None:
+    problem = payload_problem(value, max_bytes=limit)
+    assert (problem is not None) is (payload_size(value) > limit)
+    assert problem is None or problem.too_large

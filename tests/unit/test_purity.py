@@ -15,6 +15,7 @@ ALLOWED_IMPORTS = {
     "__future__",
     "base64",
     "binascii",
+    "bisect",
     "collections",
     "copy",
     "dataclasses",
@@ -37,6 +38,7 @@ ALLOWED_IMPORTS = {
     "cel",
     "jsonschema",
     "jsonschema_rs",  # compiled 2020-12 checks; its retriever refuses every URI (contracts.py)
+    "re2",  # schema patterns matched in linear time (schema_patterns.py)
     "pydantic",
     "yaml",
     "orbit_model",

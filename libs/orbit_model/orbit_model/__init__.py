@@ -18,7 +18,12 @@ if TYPE_CHECKING:
     from orbit_model.compiler import Definition, compile_definition, definition_from_ir
     from orbit_model.contracts import Contract, contract_for
     from orbit_model.errors import ErrorCode, OrbitError
-    from orbit_model.expressions import ExecutionInfo, Scope, StepView, evaluate_template
+    from orbit_model.expressions import (
+        ExecutionInfo,
+        ExpressionScope,
+        StepOutcome,
+        evaluate_template,
+    )
     from orbit_model.ir import WorkflowIR
     from orbit_model.problems import DefinitionError, Problem
 
@@ -30,8 +35,8 @@ _WHERE = {
     "ExecutionInfo": "expressions",
     "OrbitError": "errors",
     "Problem": "problems",
-    "Scope": "expressions",
-    "StepView": "expressions",
+    "ExpressionScope": "expressions",
+    "StepOutcome": "expressions",
     "WorkflowIR": "ir",
     "compile_definition": "compiler",
     "contract_for": "contracts",
@@ -45,10 +50,10 @@ __all__ = [
     "DefinitionError",
     "ErrorCode",
     "ExecutionInfo",
+    "ExpressionScope",
     "OrbitError",
     "Problem",
-    "Scope",
-    "StepView",
+    "StepOutcome",
     "WorkflowIR",
     "compile_definition",
     "contract_for",

@@ -1,6 +1,6 @@
 """Who may do what through the gateway: API token scopes, workflow patterns, grants.
 
-An API token grants a set of :class:`Scope` values, optionally narrowed to
+An API token grants a set of :class:`TokenScope` values, optionally narrowed to
 the workflows whose names match one of its patterns (``payments.*``). The
 gateway looks a token up by its digest (only the digest is stored), turns the
 row into a :class:`Grant`, and asks it whether a route's scope and the
@@ -32,7 +32,7 @@ MIN_SECRET_CHARS = 32
 """The shortest token accepted from outside (``--secret-env``): about 190 bits or more."""
 
 
-class Scope(StrEnum):
+class TokenScope(StrEnum):
     """What a token may do; ``admin`` may do everything, tokens included."""
 
     DEFINITIONS_WRITE = "definitions:write"
@@ -44,23 +44,23 @@ class Scope(StrEnum):
     ADMIN = "admin"
 
 
-SCOPES_RULE = ", ".join(scope.value for scope in Scope)
+SCOPES_RULE = ", ".join(scope.value for scope in TokenScope)
 
 
-def parse_scopes(values: Iterable[str]) -> frozenset[Scope]:
+def parse_scopes(values: Iterable[str]) -> frozenset[TokenScope]:
     """The scopes named by ``values`` (commas allowed within one), at least one.
 
     Raises:
         OrbitError: ``INVALID_REQUEST`` naming an unknown scope, or none given.
     """
-    scopes: set[Scope] = set()
+    scopes: set[TokenScope] = set()
     for value in values:
         for part in value.split(","):
             name = part.strip()
             if not name:
                 continue
             try:
-                scopes.add(Scope(name))
+                scopes.add(TokenScope(name))
             except ValueError:
                 raise OrbitError(
                     ErrorCode.INVALID_REQUEST,
@@ -187,12 +187,12 @@ class Grant:
     """
 
     name: str
-    scopes: frozenset[Scope]
+    scopes: frozenset[TokenScope]
     workflows: tuple[str, ...] = ()
 
-    def allows(self, scope: Scope) -> bool:
+    def allows(self, scope: TokenScope) -> bool:
         """Whether the token holds ``scope`` (``admin`` holds all)."""
-        return Scope.ADMIN in self.scopes or scope in self.scopes
+        return TokenScope.ADMIN in self.scopes or scope in self.scopes
 
     def covers(self, workflow: str) -> bool:
         """Whether the token may touch executions and definitions of ``workflow``."""
@@ -208,7 +208,7 @@ class Grant:
         """Whether no pattern narrows the token."""
         return not self.workflows
 
-    def require(self, scope: Scope, workflow: str | None = None) -> None:
+    def require(self, scope: TokenScope, workflow: str | None = None) -> None:
         """Raise unless the token holds ``scope`` (for ``workflow``, when given).
 
         Raises:
@@ -226,5 +226,5 @@ class Grant:
             )
 
 
-UNRESTRICTED = Grant("auth-disabled", frozenset({Scope.ADMIN}))
+UNRESTRICTED = Grant("auth-disabled", frozenset({TokenScope.ADMIN}))
 """What every request may do while authentication is disabled (``ORBIT_AUTH=disabled``)."""

@@ -14,7 +14,6 @@ import base64
 import hashlib
 import hmac
 
-from orbit_model.errors import ErrorCode
 from orbit_model.events import (
     Event,
     RetryScheduled,
@@ -24,6 +23,7 @@ from orbit_model.events import (
     TaskFailure,
 )
 from orbit_model.ir import TaskCall
+from orbit_model.outcome_codes import OutcomeCode
 from orbit_model.state import ExecutionState, UnitState, UnitStatus
 from orbit_model.steps import failure
 
@@ -51,7 +51,7 @@ def next_attempt_event(
             unit=key,
             attempt=unit.attempt,
             error=failure(
-                ErrorCode.TIMEOUT, f"no result within the step timeout of {limit} ms", True
+                OutcomeCode.TIMEOUT, f"no result within the step timeout of {limit} ms", True
             ),
         )
     return None
@@ -112,9 +112,12 @@ def after_failed_attempt(
 ) -> Event:
     """A retry after the policy's backoff, or the step's failure when none is left."""
     policy = call.retry
+    # A code anywhere in the chain counts: a child's CHILD_FAILED caused by a task's
+    # CARD_DECLINED is not retried when the policy names CARD_DECLINED.
+    codes = {cause.code for cause in error.chain()}
     if (
         error.retryable
-        and error.code not in policy.non_retryable
+        and not codes.intersection(policy.non_retryable)
         and unit.attempt < policy.max_attempts
     ):
         return RetryScheduled(

@@ -231,6 +231,28 @@ def sender_refusal(consumer: str, kind: str, role: Role | None) -> str | None:
     return None
 
 
+def covers(patterns: Sequence[str], task: str) -> bool:
+    """Whether a worker user of task ``patterns`` may read the queues of ``task``, as its
+    RabbitMQ permissions say (:func:`permissions`): never a built-in task's."""
+    if task.startswith(RESERVED_TASK_PREFIX):
+        return False
+    return any(re.fullmatch(task_pattern_regex(pattern), task) for pattern in patterns)
+
+
+@dataclass(frozen=True)
+class Sender:
+    """Who sent a result, as the decider checks it against the task it answers
+    (:func:`orbit_model.inputs.answer_refusal`)."""
+
+    user: str
+    """The RabbitMQ user: the message's AMQP ``user_id``."""
+    role: Role | None
+    """Its role in the installation's namespace (:func:`role_of`); None: no Orbit user."""
+    tasks: tuple[str, ...] | None = None
+    """A worker user's task patterns as ``orbit broker user add`` recorded them; None when
+    none were recorded (a user made otherwise, such as ``orbit dev``'s)."""
+
+
 def may_serve(role: Role | None, task: str) -> bool:
     """Whether a worker registering as a user of ``role`` may serve ``task``: the built-in
     ``orbit.*`` tasks only the HTTP adapter's user."""

@@ -70,11 +70,16 @@ class _Builder:
     def __init__(self, source: SourceWorkflow) -> None:
         self.source = source
         self.defaults = source.defaults or SourceDefaults()
-        self.findings: list[Finding] = []
+        self._findings: dict[Finding, None] = {}
+        """What is wrong, each once, in the order found (a dict: a list's search
+        for a repeat grows with the square of the problems)."""
+
+    @property
+    def findings(self) -> list[Finding]:
+        return list(self._findings)
 
     def problem(self, path: Path, message: str) -> None:
-        if (path, message) not in self.findings:
-            self.findings.append((path, message))
+        self._findings[path, message] = None
 
     def build(self) -> WorkflowIR | None:
         source = self.source
@@ -106,7 +111,7 @@ class _Builder:
             output = _respell(source.output)
         else:
             output = _step_output_expression(source.steps[-1].id)
-        if self.findings:
+        if self._findings:
             return None
         return WorkflowIR(
             name=source.workflow,
@@ -179,7 +184,7 @@ class _Builder:
         elif concurrency is not None and concurrency < 1:
             self.problem((*path, "concurrency"), "must be at least 1")
         compensate = self.compensation(step.compensate, (*path, "compensate"))
-        if call is None or self.findings:
+        if call is None or self._findings:
             return None
         return CallStep(
             kind=typing.cast(CallKind, kind),

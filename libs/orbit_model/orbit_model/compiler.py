@@ -8,9 +8,11 @@
 3. Meaning: :func:`~orbit_model.checks.check_workflow` checks names,
    schemas, references, cycles and expressions on the IR.
 
-Every problem of the first pass that finds any is reported, each as
-``FILE:LINE: path: what is wrong``; a later pass runs only on a clean
-result of the one before, because its checks need that result.
+Every problem of the first pass that finds any is reported (up to
+:data:`~orbit_model.limits.MAX_PROBLEMS`), each as ``FILE:LINE: path: what is
+wrong``; a later pass runs only on a clean result of the one before, because
+its checks need that result. The limits of :mod:`orbit_model.limits` are
+checked on the YAML's values before pass 2 and on the IR before pass 3.
 ``definition_from_ir`` takes compiled JSON through pass 3.
 """
 
@@ -18,14 +20,16 @@ from __future__ import annotations
 
 import types
 import typing
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 from orbit_model.builder import STEP_KINDS, build_workflow
-from orbit_model.checks import check_workflow
+from orbit_model.checks import Finding, check_workflow
 from orbit_model.ir import WorkflowIR
+from orbit_model.limits import MAX_IR_BYTES, MAX_PROBLEMS, count_problems
 from orbit_model.payloads import payload_problem
 from orbit_model.problems import DefinitionError, Problem, did_you_mean, format_path
 from orbit_model.source import SourceWorkflow
@@ -58,40 +62,46 @@ def compile_definition(text: str, file: str = "<string>") -> Definition:
         file: The name to use in error messages.
 
     Raises:
-        DefinitionError: Listing every problem found, each with its line.
+        DefinitionError: Listing the problems found (up to
+            :data:`~orbit_model.limits.MAX_PROBLEMS`), each with its line.
     """
     try:
         document = load_yaml(text, file)
     except YamlSourceError as error:
         problem = Problem(file, error.line, format_path(error.path), error.reason)
         raise DefinitionError([problem]) from None
-    if document.data is None:
+    data = document.data
+    if data is None:
         raise DefinitionError([Problem(file, 1, "", "the file holds no workflow")])
-    if not isinstance(document.data, dict):
+    if not isinstance(data, dict):
         raise DefinitionError([Problem(file, 1, "", "a workflow file must be a mapping of keys")])
+    # Before anything is built of them: twenty thousand steps are refused at once.
+    _refuse(
+        count_problems([("steps", data.get("steps")), ("finally", data.get("finally"))]), document
+    )
     try:
-        source = SourceWorkflow.model_validate(document.data)
+        source = SourceWorkflow.model_validate(data)
     except ValidationError as error:
-        raise DefinitionError(_structure_problems(error, document)) from None
+        raise DefinitionError(_first(_structure_problems(error, document), file)) from None
     ir, findings = build_workflow(source)
-    if ir is not None and not findings:
-        findings = check_workflow(ir)
-    if findings:
-        raise DefinitionError(
-            [
-                Problem(file, document.line_of(path), format_path(path), message)
-                for path, message in findings
-            ]
-        )
+    _refuse(findings, document)
     assert ir is not None  # a build that returns no IR always reports why
+    _refuse(_over_limits(ir), document)
+    _refuse(check_workflow(ir), document)
     return Definition(ir=ir, hash=ir.definition_hash())
 
 
-def definition_from_ir(data: str | bytes | dict[str, Any], file: str = "<ir>") -> Definition:
+def definition_from_ir(
+    data: str | bytes | dict[str, Any], file: str = "<ir>", *, limits: bool = True
+) -> Definition:
     """Check an IR given as JSON (text or parsed) and return its :class:`Definition`.
 
+    ``limits``: whether to hold it to :mod:`orbit_model.limits`; False for a
+    definition read back from the store, held to the limits of its day.
+
     Raises:
-        DefinitionError: The JSON is not a valid IR, or fails the checks of meaning.
+        DefinitionError: The JSON is not a valid IR, is past the limits, or fails
+            the checks of meaning.
     """
     try:
         if isinstance(data, dict):
@@ -99,24 +109,64 @@ def definition_from_ir(data: str | bytes | dict[str, Any], file: str = "<ir>") -
         else:
             ir = WorkflowIR.model_validate_json(data)
     except ValidationError as error:
-        problems = [
+        problems = (
             Problem(file, None, format_path(_ir_path(item)), _message(item))
             for item in error.errors()
-        ]
-        raise DefinitionError(problems) from None
-    findings = check_workflow(ir)
-    if findings:
-        raise DefinitionError(
-            [Problem(file, None, format_path(path), message) for path, message in findings]
         )
+        raise DefinitionError(_first(problems, file)) from None
+    if limits:
+        _refuse(_over_limits(ir), file)
+    _refuse(check_workflow(ir), file)
     return Definition(ir=ir, hash=ir.definition_hash())
+
+
+def _over_limits(ir: WorkflowIR) -> list[Finding]:
+    """What of a compiled definition is past the limits (:mod:`orbit_model.limits`)."""
+    over = list(count_problems([("steps", ir.steps), ("finally", ir.finally_steps)]))
+    if not over:
+        size = len(ir.canonical_json().encode("utf-8"))
+        if size > MAX_IR_BYTES:
+            message = f"the compiled definition is {size:,} bytes of JSON; the limit is"
+            over.append(((), f"{message} {MAX_IR_BYTES:,}"))
+    return over
+
+
+def _refuse(findings: Iterable[Finding], source: SourceDocument | str) -> None:
+    """Raise the error of ``findings``, if any: with their lines if ``source`` is the YAML,
+    else under the file name ``source``.
+
+    Raises:
+        DefinitionError: Listing the first :data:`~orbit_model.limits.MAX_PROBLEMS`.
+    """
+    if isinstance(source, str):
+        problems = (Problem(source, None, format_path(path), text) for path, text in findings)
+    else:
+        problems = (
+            Problem(source.name, source.line_of(path), format_path(path), text)
+            for path, text in findings
+        )
+    listed = _first(problems, source if isinstance(source, str) else source.name)
+    if listed:
+        raise DefinitionError(listed)
+
+
+def _first(problems: Iterable[Problem], file: str) -> list[Problem]:
+    """The first :data:`~orbit_model.limits.MAX_PROBLEMS` of ``problems``, and one more
+    saying so if more follow; the rest is never computed."""
+    listed: list[Problem] = []
+    for problem in problems:
+        if len(listed) == MAX_PROBLEMS:
+            more = f"more problems follow; only the first {MAX_PROBLEMS} are listed"
+            listed.append(Problem(file, None, "", more))
+            break
+        listed.append(problem)
+    return listed
 
 
 # -- structure errors ------------------------------------------------------
 
 
-def _structure_problems(error: ValidationError, document: SourceDocument) -> list[Problem]:
-    problems = []
+def _structure_problems(error: ValidationError, document: SourceDocument) -> Iterator[Problem]:
     for item in error.errors():
         path: Path = tuple(item["loc"])
         if item["type"] == "missing":
@@ -129,8 +179,7 @@ def _structure_problems(error: ValidationError, document: SourceDocument) -> lis
         else:
             message = _message(item)
             line = document.line_of(path)
-        problems.append(Problem(document.name, line, format_path(path), message))
-    return problems
+        yield Problem(document.name, line, format_path(path), message)
 
 
 # Pydantic's messages speak of "input", which reads like Orbit's `input` key,

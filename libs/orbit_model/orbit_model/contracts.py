@@ -11,10 +11,20 @@ every error. A schema that declares no default is first asked of
 accepted, and anything else (refused, or a schema it could not build) goes to
 the reference, whose answer stands. So a value is accepted only if one of
 them accepts it, and refused only as the reference refuses it, with its
-words; where the two differ, jsonschema-rs is the stricter (its ``pattern``
-``\\d`` is ASCII, Python's any digit), which the reference then overrules.
-``tests/unit/test_contracts.py`` checks that what it accepts the reference
-accepts, over random values.
+words. ``tests/unit/test_contracts.py`` checks that what it accepts the
+reference accepts, over random values.
+
+No regular expression of a schema (``pattern``, the keys of
+``patternProperties``) is ever run by Python's backtracking ``re``: a pattern
+such as ``^(a+)+$`` takes it seconds per character added to a value a starter
+sends. Both validators match in time linear in the text: jsonschema-rs with
+the Rust ``regex`` crate, the reference with RE2 (``google-re2``), whose
+``pattern``, ``patternProperties`` and ``additionalProperties`` replace the
+library's. A schema is refused when RE2 cannot compile one of its patterns
+(backreferences, lookaround, more than :data:`PATTERN_MEMORY` bytes), and when
+it puts ``unevaluatedProperties`` beside ``patternProperties``, which the
+library would decide with ``re``. Both engines read ``\\d`` and ``\\w`` as ASCII,
+as ECMA-262 does; ``\\s`` is Unicode space for jsonschema-rs, ASCII for RE2.
 """
 
 from __future__ import annotations
@@ -34,6 +44,7 @@ from jsonschema.protocols import Validator
 
 from orbit_model.canonical import canonical_json
 from orbit_model.errors import DefinitionProblem, ErrorCode, OrbitError
+from orbit_model.schema_patterns import RE2_KEYWORDS, pattern_problem
 
 
 def _properties_with_defaults(
@@ -50,7 +61,7 @@ def _properties_with_defaults(
 
 _PROPERTIES = Draft202012Validator.VALIDATORS["properties"]
 _DefaultingValidator = jsonschema.validators.extend(  # type: ignore[no-untyped-call]
-    Draft202012Validator, {"properties": _properties_with_defaults}
+    Draft202012Validator, {**RE2_KEYWORDS, "properties": _properties_with_defaults}
 )
 
 
@@ -69,10 +80,11 @@ class SchemaProblem(DefinitionProblem):
 
 
 def check_schema(schema: Any) -> None:
-    """Check that ``schema`` is a valid 2020-12 schema.
+    """Check that ``schema`` is a valid 2020-12 schema whose patterns match in linear time.
 
     Raises:
-        SchemaProblem: It is not, with the path of the bad part.
+        SchemaProblem: It is not, or RE2 cannot compile one of its patterns (see
+            :mod:`orbit_model.schema_patterns`), with the path of the bad part.
     """
     if not isinstance(schema, dict | bool):
         raise SchemaProblem((), "a JSON Schema must be a mapping (or true/false)")
@@ -83,10 +95,14 @@ def check_schema(schema: Any) -> None:
 def _check_canonical_schema(schema_json: str) -> None:
     # Checking against the metaschema costs milliseconds; the same schemas
     # come back every time a definition is compiled or registered.
+    schema = json.loads(schema_json)
     try:
-        Draft202012Validator.check_schema(json.loads(schema_json))
+        Draft202012Validator.check_schema(schema)
     except SchemaError as error:
         raise SchemaProblem(tuple(error.path), error.message) from None
+    problem = pattern_problem(schema)
+    if problem is not None:
+        raise SchemaProblem(*problem)
 
 
 def json_path(path: Iterator[str | int] | tuple[str | int, ...] | list[str | int]) -> str:
@@ -178,7 +194,12 @@ def _fast_for(schema: Any) -> jsonschema_rs.Validator | None:
     if _declares_default(schema):
         return None
     try:
-        return jsonschema_rs.Draft202012Validator(schema, retriever=_retrieve_nothing)
+        return jsonschema_rs.Draft202012Validator(
+            # the regex crate alone: fancy-regex would backtrack for some patterns
+            schema,
+            retriever=_retrieve_nothing,
+            pattern_options=jsonschema_rs.RegexOptions(),
+        )
     except Exception:  # whatever it cannot build, the reference still checks
         return None
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from orbit_model.attempts import next_attempt_event
 from orbit_model.contracts import contract_for
@@ -31,6 +31,7 @@ from orbit_model.events import (
     Event,
     LimitExceeded,
     StepCancelled,
+    StepDispatched,
     StepFailed,
     StepFanOut,
     StepScheduled,
@@ -44,8 +45,10 @@ from orbit_model.events import (
     WorkflowStarted,
     WorkflowTimedOut,
 )
-from orbit_model.expressions import Scope, evaluate_template
+from orbit_model.expressions import ExpressionScope, evaluate_template
+from orbit_model.fan_out import child_share, fan_out_refusal, starts_child, with_share
 from orbit_model.ir import AwaitStep, CallStep, SleepStep, Step, TaskCall, WorkflowIR
+from orbit_model.outcome_codes import OutcomeCode
 from orbit_model.state import ExecutionState, UnitState, UnitStatus, evolve_all
 from orbit_model.state_index import ACTIVE, FanOut
 from orbit_model.steps import failure, scope_of
@@ -59,7 +62,8 @@ class Limits:
     """Server-wide limits the decider enforces; None means unlimited."""
 
     max_fan_out: int | None = None
-    """Elements one ``for`` step may fan out to (``LIMIT_EXCEEDED`` beyond)."""
+    """``for`` elements a whole tree of executions may fan out to (``LIMIT_EXCEEDED``
+    beyond; :mod:`orbit_model.fan_out`)."""
     max_history_events: int | None = None
     """Events per execution; past it the execution fails with ``LIMIT_EXCEEDED``
     (its compensations and cleanup still run)."""
@@ -143,6 +147,10 @@ class _Round:
         # Signals taken by an await earlier in this round: the state does not show
         # them as taken until the round's events are folded in.
         self.signals_taken: set[int] = set()
+        # Elements fanned out earlier in this round, and the share of each child started
+        # in it (once known): the state shows neither until the round is folded in.
+        self.fanned = 0
+        self.share: int | Literal["unknown"] | None = "unknown"
 
     def events(self) -> list[Event]:
         state = self.state
@@ -170,23 +178,26 @@ class _Round:
     def _stop_cause(self) -> CompensationStarted | None:
         state = self.state
         if state.limit_exceeded is not None:
-            error = failure(ErrorCode.LIMIT_EXCEEDED, state.limit_exceeded)
+            error = failure(OutcomeCode.LIMIT_EXCEEDED, state.limit_exceeded)
             return CompensationStarted(cause="failed", error=error)
         if state.cancel_reason is not None:
             return CompensationStarted(cause="cancelled")
         if state.deadline_passed:
-            error = failure(ErrorCode.TIMEOUT, "the workflow timeout passed")
+            error = failure(OutcomeCode.TIMEOUT, "the workflow timeout passed")
             return CompensationStarted(cause="timed_out", error=error)
         for step in self.ir.steps:
             unit = state.unit(step.id)
             if unit.status is UnitStatus.FAILED and not step.continue_on_error:
                 error = unit.error or failure(ErrorCode.INTERNAL, "the step failed")
-                details = {"step": step.id, "code": error.code}
-                message = f"step {step.id!r} failed: {error.message}"
                 return CompensationStarted(
                     cause="failed",
                     error=TaskFailure(
-                        code=error.code, message=message, retryable=False, details=details
+                        code=error.code,
+                        message=f"step {step.id!r} failed: {error.message}",
+                        retryable=False,
+                        details={"step": step.id, "code": error.code},
+                        # The step's own error, details and all, where it happened.
+                        cause=error.caused_by(step.id, state.execution_id),
                     ),
                 )
         return None
@@ -250,8 +261,7 @@ class _Round:
             # Once: over a large fan-out's outputs an evaluation is not cheap.
             output = self._output()
         except OrbitError as error:
-            failed = failure(error.code, f"the workflow output: {error.message}")
-            return [CompensationStarted(cause="failed", error=failed)]
+            return [CompensationStarted(cause="failed", error=failure(error.code, error.message))]
         cleanup = self._progress_finally()
         if cleanup is not None:
             return cleanup
@@ -310,13 +320,13 @@ class _Round:
             return [
                 StepFailed(
                     unit=key,
-                    error=failure(ErrorCode.INVALID_FAN_OUT, f"for must give a list, not {kind}"),
+                    error=failure(OutcomeCode.INVALID_FAN_OUT, f"for must give a list, not {kind}"),
                 )
             ]
-        limit = self.limits.max_fan_out
-        if limit is not None and len(items) > limit:
-            message = f"for over {len(items)} elements exceeds the fan-out limit of {limit}"
-            return [StepFailed(unit=key, error=failure(ErrorCode.LIMIT_EXCEEDED, message))]
+        refusal = fan_out_refusal(self.state, self.limits.max_fan_out, len(items), self.fanned)
+        if refusal is not None:
+            return [StepFailed(unit=key, error=failure(OutcomeCode.LIMIT_EXCEEDED, refusal))]
+        self.fanned += len(items)
         return [StepFanOut(unit=key, items=items)]
 
     def _schedule_call(self, key: str, call: TaskCall, item: Any, index: int | None) -> list[Event]:
@@ -330,17 +340,34 @@ class _Round:
         except OrbitError as error:
             code = error.code
             if code is ErrorCode.INVALID_INPUT:
-                code = ErrorCode.INPUT_CONTRACT_VIOLATION
+                code = OutcomeCode.INPUT_CONTRACT_VIOLATION
             return [StepFailed(unit=key, error=failure(code, error.message))]
         return [StepScheduled(unit=key, input=value)]
 
     def _scope(
         self, item: Any = None, index: int | None = None, attempt: int | None = None
-    ) -> Scope:
+    ) -> ExpressionScope:
         return scope_of(self.state, self.ir, item=item, index=index, attempt=attempt)
 
     def _output(self) -> Any:
-        return evaluate_template(self.ir.output, self._scope())
+        """The workflow's output, checked against its ``output_schema`` (defaults applied):
+        the contract its callers and a parent rely on, so breaking it fails the execution.
+
+        Raises:
+            OrbitError: The output expression failed, or ``OUTPUT_CONTRACT_VIOLATION``
+                naming the JSON path of each bad value.
+        """
+        try:
+            output = evaluate_template(self.ir.output, self._scope())
+        except OrbitError as error:
+            code = error.code  # the expression's own: EXPRESSION_ERROR, …
+            raise OrbitError(code, f"the workflow output: {error.message}") from None
+        if self.ir.output_schema is None:
+            return output
+        try:
+            return contract_for(self.ir.output_schema).apply(output, "the workflow output")
+        except OrbitError as violation:
+            raise OrbitError(ErrorCode.OUTPUT_CONTRACT_VIOLATION, violation.message) from None
 
     # -- reacting to units ------------------------------------------------
 
@@ -397,6 +424,10 @@ class _Round:
         if self.state.abort is not None and parse_unit(key).role in ("step", "element"):
             return
         event = next_attempt_event(self.state, key, call, unit, self.now)
+        if isinstance(event, StepDispatched) and starts_child(call.task):
+            if self.share == "unknown":
+                self.share = child_share(self.state, self.ir, self.limits.max_fan_out)
+            event = with_share(self.state, event, self.share)
         if event is not None:
             yield event
 
@@ -418,7 +449,7 @@ class _Round:
                     return
         if unit.timer_fired:
             message = f"no signal {step.signal!r} within {step.timeout_ms} ms"
-            yield StepFailed(unit=key, error=failure(ErrorCode.TIMEOUT, message))
+            yield StepFailed(unit=key, error=failure(OutcomeCode.TIMEOUT, message))
         elif step.timeout_ms is not None and unit.due_at is None:
             yield TimerStarted(unit=key, due_at=self.now + step.timeout_ms)
 
@@ -429,9 +460,10 @@ class _Round:
         # fan-out every time, and must not walk its elements to learn where it is.
         counts = self.state.index.fan_outs.get(key) or FanOut(len(items))
         if counts.failed:
-            failed = units[element_key(key, min(counts.failed))]
-            error = failed.error or failure(ErrorCode.INTERNAL, "an element failed")
-            yield StepFailed(unit=key, error=error)
+            element = element_key(key, min(counts.failed))
+            error = units[element].error or failure(ErrorCode.INTERNAL, "an element failed")
+            # The element's error, saying which element it was: a cause chain names it.
+            yield StepFailed(unit=key, error=error.caused_by(element))
             for index in range(len(items)):
                 if units.get(element_key(key, index), _PENDING_UNIT).status in ACTIVE:
                     yield StepCancelled(unit=element_key(key, index))

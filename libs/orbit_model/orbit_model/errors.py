@@ -1,12 +1,14 @@
 """The one exception root of Orbit, and the codes it carries.
 
 Every error Orbit raises derives from :class:`OrbitError`, and every code
-Orbit itself gives an error or a failed step is a member of :class:`ErrorCode`;
-the HTTP status that goes with it travels with the code, so a service never
-has to guess how to answer. Two kinds of code come from outside and are kept
-as they came: a task's own failure code (``CARD_DECLINED``, raised by a worker
-as a ``TaskError``) and ``HTTP_<status>`` for an http step answered with an
-error status. Driver errors (asyncpg, aio-pika) are translated into
+Orbit itself gives an error is a member of :class:`ErrorCode`; the HTTP status
+that goes with it travels with the code, so a service never has to guess how
+to answer, and :attr:`ErrorCode.is_transient` says whether the same request may
+succeed later. How a step or an execution ended is told by the codes of
+:class:`~orbit_model.outcome_codes.OutcomeCode` instead, recorded in its
+history (a few codes are both, with the same text). A task's own failure code
+comes from outside (``CARD_DECLINED``, raised by a worker as a ``TaskError``)
+and is kept as it came. Driver errors (asyncpg, aio-pika) are translated into
 OrbitErrors once, where the store and the broker connection meet the drivers.
 """
 
@@ -36,6 +38,9 @@ class ErrorCode(StrEnum):
     INVALID_EXECUTION_ID = "INVALID_EXECUTION_ID"
     CHILD_NOT_REGISTERED = "CHILD_NOT_REGISTERED"
     RESERVED_TASK = "RESERVED_TASK"
+    TASK_NOT_PERMITTED = "TASK_NOT_PERMITTED"
+    """A worker registered a contract its RabbitMQ user may not consume (outside its
+    ``--tasks`` patterns)."""
     NOT_FOUND = "NOT_FOUND"
     WORKFLOW_NOT_FOUND = "WORKFLOW_NOT_FOUND"
     UNKNOWN_SESSION = "UNKNOWN_SESSION"
@@ -44,6 +49,9 @@ class ErrorCode(StrEnum):
     PAYLOAD_TOO_LARGE = "PAYLOAD_TOO_LARGE"
     UNSUPPORTED_MEDIA_TYPE = "UNSUPPORTED_MEDIA_TYPE"
     """A request body of a type the route does not take (JSON, or YAML for definitions)."""
+    UNSUPPORTED_VERSION = "UNSUPPORTED_VERSION"
+    """A message of a protocol version its consumer does not read (docs/protocol.md,
+    "Versions"): the answer names the versions it does."""
     UNAUTHENTICATED = "UNAUTHENTICATED"
     """The request carries no API token the gateway accepts (none, unknown, expired or
     revoked: the answer does not say which)."""
@@ -63,51 +71,34 @@ class ErrorCode(StrEnum):
     """Another writer appended to an execution first: re-read and decide again."""
     BAD_ANSWER = "BAD_ANSWER"
     """The gateway answered with something that is not Orbit's API (a proxy's page)."""
-    # outcomes of steps and executions (carried in TaskFailure.code)
+    # Raised as errors too, with the same text as the outcome codes of the same name
+    # (orbit_model.outcome_codes): an expression's failure is a step's outcome and a
+    # query's refusal; a history that no longer reads fails its execution and refuses a
+    # request; the CLI's wait runs out.
     EXPRESSION_ERROR = "EXPRESSION_ERROR"
+    EXPRESSION_LIMIT = "EXPRESSION_LIMIT"
+    """An expression went past its evaluation budget (its cost, or the size of a value it
+    makes), or a query's value is larger than ``ORBIT_MAX_PAYLOAD_BYTES``: the step or
+    execution fails with it, a query is answered 422 (docs/workflow-language.md,
+    "Expressions")."""
     TIMEOUT = "TIMEOUT"
-    SCHEDULE_TIMEOUT = "SCHEDULE_TIMEOUT"
-    HEARTBEAT_TIMEOUT = "HEARTBEAT_TIMEOUT"
-    INPUT_CONTRACT_VIOLATION = "INPUT_CONTRACT_VIOLATION"
     OUTPUT_CONTRACT_VIOLATION = "OUTPUT_CONTRACT_VIOLATION"
-    LIMIT_EXCEEDED = "LIMIT_EXCEEDED"
-    INVALID_FAN_OUT = "INVALID_FAN_OUT"
-    TASK_FAILED = "TASK_FAILED"
-    """A task raised an exception other than a ``TaskError`` (retryable)."""
-    INVALID_OUTPUT = "INVALID_OUTPUT"
-    """A task's output is not JSON data, or cannot be stored (not retryable)."""
-    ADAPTER_DISABLED = "ADAPTER_DISABLED"
-    """An http step while the HTTP adapter is disabled (not retryable)."""
-    CHILD_FAILED = "CHILD_FAILED"
-    """A child workflow ended other than completed; its id and outcome are in the details."""
-    CHILD_ID_TAKEN = "CHILD_ID_TAKEN"
-    """The id a child would get belongs to an execution that is not this parent's child."""
-    CANCELLED = "CANCELLED"
-    """The engine stopped the attempt (the execution was cancelled, or it timed out)."""
-    DELIVERY_LIMIT_EXCEEDED = "DELIVERY_LIMIT_EXCEEDED"
-    """RabbitMQ delivered the attempt's task message so often without an ack that it
-    parked it (a poison task whose worker crashes on it); retryable."""
-    MESSAGE_PARKED = "MESSAGE_PARKED"
-    """A consumer parked a message the attempt depended on (its result did not decode,
-    or kept failing); retryable."""
     HISTORY_UNREADABLE = "HISTORY_UNREADABLE"
-    """An event of the execution's stored history no longer decodes (its JSON nests too
-    deep, a field no longer validates, its kind is unknown): the decider failed the
-    execution, which nothing could be decided for again; a signal, cancel or query of
-    it is refused (409)."""
-    # the http steps' own failures (docs/http-steps.md); an error status is HTTP_<status>
-    HTTP_INVALID_URL = "HTTP_INVALID_URL"
-    HTTP_DESTINATION_FORBIDDEN = "HTTP_DESTINATION_FORBIDDEN"
-    HTTP_TIMEOUT = "HTTP_TIMEOUT"
-    HTTP_CONNECTION_ERROR = "HTTP_CONNECTION_ERROR"
-    HTTP_TLS_ERROR = "HTTP_TLS_ERROR"
-    HTTP_RESPONSE_TOO_LARGE = "HTTP_RESPONSE_TOO_LARGE"
-    HTTP_TOO_MANY_REDIRECTS = "HTTP_TOO_MANY_REDIRECTS"
+    """An event of the execution's stored history no longer decodes: a signal, cancel or
+    query of the execution is refused (409)."""
 
     @property
     def http_status(self) -> int:
         """The HTTP status an API answers with for this code."""
         return _HTTP_STATUS[self]
+
+    @property
+    def is_transient(self) -> bool:
+        """Whether the same request may succeed if tried again later, unchanged:
+        Postgres or RabbitMQ away for a while (``UNAVAILABLE``: the store and the broker
+        connection say so, having translated their drivers' errors), or a race with
+        another writer lost (``CONFLICT``)."""
+        return self in _TRANSIENT
 
 
 _HTTP_STATUS: dict[ErrorCode, int] = {
@@ -123,6 +114,7 @@ _HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.INVALID_EXECUTION_ID: 400,
     ErrorCode.CHILD_NOT_REGISTERED: 400,
     ErrorCode.RESERVED_TASK: 400,
+    ErrorCode.TASK_NOT_PERMITTED: 403,
     ErrorCode.NOT_FOUND: 404,
     ErrorCode.WORKFLOW_NOT_FOUND: 404,
     ErrorCode.UNKNOWN_SESSION: 404,
@@ -130,6 +122,7 @@ _HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.EXECUTION_EXISTS: 409,
     ErrorCode.PAYLOAD_TOO_LARGE: 413,
     ErrorCode.UNSUPPORTED_MEDIA_TYPE: 415,
+    ErrorCode.UNSUPPORTED_VERSION: 400,
     ErrorCode.UNAUTHENTICATED: 401,
     ErrorCode.PERMISSION_DENIED: 403,
     ErrorCode.TOKEN_EXISTS: 409,
@@ -137,33 +130,17 @@ _HTTP_STATUS: dict[ErrorCode, int] = {
     ErrorCode.UNAVAILABLE: 503,
     ErrorCode.INTERNAL: 500,
     ErrorCode.EXPRESSION_ERROR: 422,
+    ErrorCode.EXPRESSION_LIMIT: 422,
     ErrorCode.TIMEOUT: 504,
-    ErrorCode.SCHEDULE_TIMEOUT: 504,
-    ErrorCode.HEARTBEAT_TIMEOUT: 504,
-    ErrorCode.INPUT_CONTRACT_VIOLATION: 422,
     ErrorCode.OUTPUT_CONTRACT_VIOLATION: 422,
-    ErrorCode.LIMIT_EXCEEDED: 422,
-    ErrorCode.INVALID_FAN_OUT: 422,
     ErrorCode.INVALID_SETTINGS: 500,
     ErrorCode.CONFLICT: 409,
     ErrorCode.BAD_ANSWER: 502,
-    ErrorCode.TASK_FAILED: 422,
-    ErrorCode.INVALID_OUTPUT: 422,
-    ErrorCode.ADAPTER_DISABLED: 503,
-    ErrorCode.CHILD_FAILED: 422,
-    ErrorCode.CHILD_ID_TAKEN: 409,
-    ErrorCode.CANCELLED: 409,
-    ErrorCode.DELIVERY_LIMIT_EXCEEDED: 422,
-    ErrorCode.MESSAGE_PARKED: 422,
     ErrorCode.HISTORY_UNREADABLE: 409,
-    ErrorCode.HTTP_INVALID_URL: 400,
-    ErrorCode.HTTP_DESTINATION_FORBIDDEN: 403,
-    ErrorCode.HTTP_TIMEOUT: 504,
-    ErrorCode.HTTP_CONNECTION_ERROR: 502,
-    ErrorCode.HTTP_TLS_ERROR: 502,
-    ErrorCode.HTTP_RESPONSE_TOO_LARGE: 502,
-    ErrorCode.HTTP_TOO_MANY_REDIRECTS: 502,
 }
+
+
+_TRANSIENT = frozenset({ErrorCode.UNAVAILABLE, ErrorCode.CONFLICT})
 
 
 class OrbitError(Exception):
@@ -191,6 +168,12 @@ class OrbitError(Exception):
         """The HTTP status that goes with :attr:`code` (500 for a code from outside)."""
         known = _HTTP_STATUS_BY_NAME.get(str(self.code))
         return 500 if known is None else known
+
+    @property
+    def is_transient(self) -> bool:
+        """Whether trying again later may succeed (:attr:`ErrorCode.is_transient`; a code
+        from outside, as a gateway's answer carries it, by its name)."""
+        return self.code in _TRANSIENT
 
 
 class DefinitionProblem(OrbitError, ValueError):

@@ -34,6 +34,24 @@ class _Event(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+_LATER_FIELDS = ("delivery_secret", "fan_out_budget", "fan_out_used")
+"""Fields added to events after histories were written without them: left out of an
+event's JSON when None, so those histories, and the pure core's tests, keep their form."""
+
+
+class _Grown(_Event):
+    """An event with some of :data:`_LATER_FIELDS`."""
+
+    @model_serializer(mode="wrap")
+    def _without_absent_later_fields(self, handler: SerializerFunctionWrapHandler) -> Any:
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in _LATER_FIELDS:
+                if key in data and data[key] is None:
+                    del data[key]
+        return data
+
+
 class TaskFailure(BaseModel):
     """Why an attempt, a step or an execution failed: an error as a value.
 
@@ -48,9 +66,50 @@ class TaskFailure(BaseModel):
     retryable: bool = True
     """False when the worker (or Orbit) says trying again cannot help."""
     details: JsonValue = None
+    step: str | None = None
+    """The unit it happened in (``charge``, ``ship[3]``), once it is the cause of another."""
+    execution_id: str | None = None
+    """The execution it happened in, once it is the cause of another (or of an execution)."""
+    cause: TaskFailure | None = None
+    """The error this one wraps: a step's for an execution's failure, a child execution's
+    for its parent's step, down to the task's own error with its ``details``."""
+
+    @model_serializer(mode="wrap")
+    def _without_an_absent_chain(self, handler: SerializerFunctionWrapHandler) -> Any:
+        # Left out when None: an error with no chain keeps the form it always had.
+        data = handler(self)
+        if isinstance(data, dict):
+            for key in _CHAIN_FIELDS:
+                if data.get(key) is None:
+                    data.pop(key, None)
+        return data
+
+    def caused_by(self, unit: str | None = None, execution_id: str | None = None) -> TaskFailure:
+        """This error as the cause of another: where it happened filled in, unless known."""
+        return self.model_copy(
+            update={"step": self.step or unit, "execution_id": self.execution_id or execution_id}
+        )
+
+    def as_sent(self) -> TaskFailure:
+        """This error as a worker may say it: without ``step`` and ``execution_id`` at any
+        level of its chain, which only the engine fills in (:meth:`caused_by`)."""
+        cause = None if self.cause is None else self.cause.as_sent()
+        return self.model_copy(update={"step": None, "execution_id": None, "cause": cause})
+
+    def chain(self) -> list[TaskFailure]:
+        """This error and its causes, outermost first."""
+        errors: list[TaskFailure] = []
+        error: TaskFailure | None = self
+        while error is not None:
+            errors.append(error)
+            error = error.cause
+        return errors
 
 
-class WorkflowCreated(_Event):
+_CHAIN_FIELDS = ("step", "execution_id", "cause")
+
+
+class WorkflowCreated(_Grown):
     """Seq 1: the execution exists. Its unique key makes starting idempotent."""
 
     type: Literal["WorkflowCreated"] = "WorkflowCreated"
@@ -72,15 +131,10 @@ class WorkflowCreated(_Event):
     """The key of this execution's delivery tokens (:func:`orbit_model.attempts.dispatch`):
     drawn at random when it is created, never shown, so that a result can be sent only
     by whoever received its task. None in executions made before it existed."""
-
-    @model_serializer(mode="wrap")
-    def _without_an_absent_secret(self, handler: SerializerFunctionWrapHandler) -> Any:
-        # Left out when None: the histories of executions made before it existed, and
-        # of the pure core's tests, keep their exact form.
-        data = handler(self)
-        if isinstance(data, dict) and data.get("delivery_secret") is None:
-            data.pop("delivery_secret", None)
-        return data
+    fan_out_budget: int | None = None
+    """For a child workflow: the ``for`` elements its whole tree may fan out, its share of
+    its parent's (:mod:`orbit_model.fan_out`). None: a top-level execution, whose budget
+    is ``ORBIT_MAX_FAN_OUT`` (or a child started before budgets existed)."""
 
 
 class ParentReattached(_Event):
@@ -112,7 +166,7 @@ class StepFanOut(_Event):
     items: list[JsonValue]
 
 
-class StepDispatched(_Event):
+class StepDispatched(_Grown):
     """An attempt of a unit is sent to a task queue."""
 
     type: Literal["StepDispatched"] = "StepDispatched"
@@ -130,6 +184,9 @@ class StepDispatched(_Event):
     """The longest gap allowed between its heartbeats (``heartbeat_timeout``)."""
     heartbeat_check_at: int | None = None
     """Epoch ms of the first look at its heartbeats (dispatch + ``heartbeat_timeout``)."""
+    fan_out_budget: int | None = None
+    """For a child workflow's unit: the fan-out its child's tree may use, taken from this
+    execution's budget until the child answers (None: unbounded, or not a child)."""
 
 
 class AttemptAlive(_Event):
@@ -145,7 +202,7 @@ class AttemptAlive(_Event):
     """When to look at its heartbeats next (None: no heartbeat timeout)."""
 
 
-class StepSucceeded(_Event):
+class StepSucceeded(_Grown):
     type: Literal["StepSucceeded"] = "StepSucceeded"
     unit: str
     output: JsonValue = None
@@ -154,15 +211,20 @@ class StepSucceeded(_Event):
     """For an ``await`` unit: the position of the buffered signal it took."""
     worker_id: str | None = None
     """For a task: the worker that returned the output."""
+    fan_out_used: int | None = None
+    """For a child workflow's unit: what of its budget the child's tree used; the rest
+    comes back to this execution's."""
 
 
-class StepAttemptFailed(_Event):
+class StepAttemptFailed(_Grown):
     type: Literal["StepAttemptFailed"] = "StepAttemptFailed"
     unit: str
     attempt: int
     error: TaskFailure
     worker_id: str | None = None
     """The worker that reported the failure (None when Orbit failed the attempt)."""
+    fan_out_used: int | None = None
+    """As :attr:`StepSucceeded.fan_out_used`, for a child that failed."""
 
 
 class StepAttemptUncertain(_Event):
@@ -235,13 +297,16 @@ class LimitExceeded(_Event):
     message: str
 
 
-class StaleResultIgnored(_Event):
+class StaleResultIgnored(_Grown):
     """A result for a unit that is already resolved, or for a token never issued."""
 
     type: Literal["StaleResultIgnored"] = "StaleResultIgnored"
     unit: str
     token: str
     reason: str
+    fan_out_used: int | None = None
+    """For a child given up on that answered at last: what of its budget its tree used;
+    the rest comes back to this execution's."""
 
 
 class MessageLost(_Event):

@@ -19,7 +19,10 @@ from functools import lru_cache
 from typing import Any
 
 from orbit_model._cel import native as cel
-from orbit_model._cel import stdlib
+from orbit_model.cel_budget import EXTENDED_FUNCTIONS, MACRO_FUNCTIONS, Budget, Make
+from orbit_model.cel_rewrite import RESERVED_PREFIX, metered
+from orbit_model.cel_tokens import Token, string_value
+from orbit_model.cel_tokens import tokens as tokens_of
 from orbit_model.errors import DefinitionProblem, ErrorCode, OrbitError
 
 _WHOLE_EXPRESSION = re.compile(r"\A\$\{(.*)\}\Z", re.DOTALL)
@@ -102,30 +105,37 @@ class Expression:
 
     source: str
     program: Any = field(repr=False, compare=False)
+    """What runs: the source with its macros metered (:mod:`orbit_model.cel_rewrite`)."""
     references: References
-    functions: tuple[tuple[str, Any], ...] = field(default=(), repr=False, compare=False)
-    """The extended functions (``cel.stdlib``) it may call: registering all 48 on
-    every evaluation cost more than most evaluations themselves."""
+    functions: tuple[tuple[str, Make], ...] = field(default=(), repr=False, compare=False)
+    """The extended functions (``cel.stdlib``) it may call, and the metered macros'
+    functions if it has a macro: registering all 48 on every evaluation cost more
+    than most evaluations themselves."""
 
-    def evaluate(self, scope: Scope) -> Any:
-        """Evaluate against ``scope``; the result is a JSON value.
+    def evaluate(self, scope: ExpressionScope) -> Any:
+        """Evaluate against ``scope``, within a budget; the result is a JSON value.
 
         Raises:
-            OrbitError: ``EXPRESSION_ERROR`` when evaluation fails or the
-                result is not a JSON value (a timestamp, a duration, bytes).
+            OrbitError: ``EXPRESSION_LIMIT`` past the budget
+                (:mod:`orbit_model.cel_budget`); ``EXPRESSION_ERROR`` when evaluation
+                fails or the result is not a JSON value (a timestamp, a duration, bytes).
         """
         context = cel.Context(variables=scope.variables(self.references))
-        for name, function in self.functions:
-            context.add_function(name, function)
+        budget = Budget()
+        for name, make in self.functions:
+            context.add_function(name, make(budget))
+        failure: str | None = None
         try:
             result = self.program.execute(context)
         except Exception as error:
             # The library raises KeyError, TypeError, RuntimeError,
             # ZeroDivisionError, …, and its Python extension functions may
             # raise anything; each means this expression failed on this scope.
-            raise OrbitError(
-                ErrorCode.EXPRESSION_ERROR, f"${{ {self.source} }}: {_first_line(error)}"
-            ) from None
+            failure = _first_line(error)
+        if budget.exceeded is not None:  # even if CEL swallowed it (``error || true``)
+            raise OrbitError(ErrorCode.EXPRESSION_LIMIT, f"${{ {self.source} }}: {budget.exceeded}")
+        if failure is not None:
+            raise OrbitError(ErrorCode.EXPRESSION_ERROR, f"${{ {self.source} }}: {failure}")
         return _as_json(result, self.source)
 
 
@@ -134,34 +144,42 @@ def compile_expression(source: str) -> Expression:
     """Compile CEL source (without the ``${ }``), memoised by source.
 
     Raises:
-        ExpressionSyntaxError: The source does not parse.
+        ExpressionSyntaxError: The source does not parse, or names one of the
+            functions Orbit meters macros with.
     """
     if not source.strip():
         raise ExpressionSyntaxError("the expression is empty")
     try:
-        program = cel.compile(source)
+        original = cel.compile(source)
     except (ValueError, RuntimeError) as error:
         raise ExpressionSyntaxError(_syntax_message(str(error))) from None
+    identifiers = {token.text for token in tokens_of(source) if token.kind == "ident"}
+    reserved = sorted(name for name in identifiers if name.startswith(RESERVED_PREFIX))
+    if reserved:
+        raise ExpressionSyntaxError(
+            f"{reserved[0]} is reserved: names starting with {RESERVED_PREFIX} are Orbit's own"
+        )
+    program, functions = original, _functions_named(identifiers)
+    try:
+        executable = metered(source)
+        if executable is not None:
+            program, functions = cel.compile(executable), functions + MACRO_FUNCTIONS
+    except (ValueError, RuntimeError) as error:  # a source Orbit's rewriting misreads
+        raise ExpressionSyntaxError(f"Orbit cannot bound this expression's cost: {error}") from None
     return Expression(
         source=source,
         program=program,
-        references=_analyse(source, program),
-        functions=_functions_named(source),
+        references=_analyse(source, original),
+        functions=functions,
     )
 
 
-_EXTENDED_FUNCTIONS: tuple[tuple[str, Any], ...] = tuple(
-    (name, function) for library in stdlib.EXTENSIONS.values() for name, function in library.items()
-)
-
-
-def _functions_named(source: str) -> tuple[tuple[str, Any], ...]:
+def _functions_named(identifiers: set[str]) -> tuple[tuple[str, Make], ...]:
     """The extended functions whose name (its last part: ``greatest`` of
-    ``math.greatest``) appears in ``source`` as an identifier."""
-    identifiers = {token.text for token in _tokens(source) if token.kind == "ident"}
+    ``math.greatest``) is one of ``identifiers``."""
     return tuple(
         (name, function)
-        for name, function in _EXTENDED_FUNCTIONS
+        for name, function in EXTENDED_FUNCTIONS
         if name.rpartition(".")[2] in identifiers
     )
 
@@ -177,7 +195,7 @@ class ExecutionInfo:
 
 
 @dataclass(frozen=True)
-class StepView:
+class StepOutcome:
     """What ``steps.<id>`` shows: the output (null until it succeeded) and status."""
 
     status: str = "pending"
@@ -185,7 +203,7 @@ class StepView:
 
 
 @dataclass(frozen=True)
-class Scope:
+class ExpressionScope:
     """Everything an expression can read; the one scope type of Orbit.
 
     ``item`` and ``index`` are bound only when ``index`` is set (inside a
@@ -193,7 +211,7 @@ class Scope:
     """
 
     input: Any = None
-    steps: Mapping[str, StepView] = field(default_factory=dict)
+    steps: Mapping[str, StepOutcome] = field(default_factory=dict)
     signals: Mapping[str, Any] = field(default_factory=dict)
     execution: ExecutionInfo | None = None
     item: Any = None
@@ -260,7 +278,7 @@ def iter_expressions(template: Any) -> Iterator[tuple[tuple[str | int, ...], str
                 yield (index, *path), inner
 
 
-def evaluate_template(template: Any, scope: Scope) -> Any:
+def evaluate_template(template: Any, scope: ExpressionScope) -> Any:
     """Replace every ``${ … }`` leaf of a template by its value in ``scope``.
 
     Raises:
@@ -278,47 +296,9 @@ def evaluate_template(template: Any, scope: Scope) -> Any:
 
 # -- static analysis -------------------------------------------------------
 
-_TOKEN = re.compile(
-    r"""
-    (?P<space>\s+|//[^\n]*)
-    | (?P<string>
-        # raw (r, rb, br): a backslash is just a character
-        (?:[rR][bB]?|[bB][rR])
-        (?:\"\"\"[\s\S]*?\"\"\"|'''[\s\S]*?'''|"[^"\n]*"|'[^'\n]*')
-        # otherwise a backslash escapes the next character
-      | [bB]?
-        (?:\"\"\"(?:\\.|[^\\])*?\"\"\"|'''(?:\\.|[^\\])*?'''
-          |"(?:\\.|[^"\\\n])*"|'(?:\\.|[^'\\\n])*'))
-    | (?P<ident>[A-Za-z_][A-Za-z0-9_]*)
-    | (?P<number>0[xX][0-9a-fA-F]+[uU]?|[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?[uU]?)
-    | (?P<punct>\S)
-    """,
-    re.VERBOSE,
-)
-
-
-@dataclass(frozen=True)
-class _Token:
-    kind: str
-    text: str
-
-
-def _tokens(source: str) -> list[_Token]:
-    return [
-        _Token(match.lastgroup or "punct", match.group())
-        for match in _TOKEN.finditer(source)
-        if match.lastgroup != "space"
-    ]
-
-
-def _string_value(literal: str) -> str:
-    body = literal.lstrip("rRbB")
-    quote = body[:3] if body[:3] in ('"""', "'''") else body[:1]
-    return body[len(quote) : len(body) - len(quote)]
-
 
 def _analyse(source: str, program: Any) -> References:
-    tokens = _tokens(source)
+    tokens = tokens_of(source)
     bound: set[str] = set()
     accesses: list[Access] = []
     dynamic: set[str] = set()
@@ -345,11 +325,11 @@ def _analyse(source: str, program: Any) -> References:
     )
 
 
-def _text(tokens: list[_Token], position: int) -> str:
+def _text(tokens: list[Token], position: int) -> str:
     return tokens[position].text if 0 <= position < len(tokens) else ""
 
 
-def _bound_names(tokens: list[_Token], macro: int) -> list[str]:
+def _bound_names(tokens: list[Token], macro: int) -> list[str]:
     """Comprehension variables bound by ``.macro(x, …)`` or ``.macro(k, v, …)``."""
     name = tokens[macro].text
     if name not in _MACROS_ONE | _MACROS_TWO:
@@ -368,7 +348,7 @@ def _bound_names(tokens: list[_Token], macro: int) -> list[str]:
     return names
 
 
-def _member(tokens: list[_Token], position: int) -> tuple[str, int] | None:
+def _member(tokens: list[Token], position: int) -> tuple[str, int] | None:
     """A static member after ``position``: ``.name`` or ``["name"]``, and where it ends."""
     if _text(tokens, position) == "." and position + 1 < len(tokens):
         following = tokens[position + 1]
@@ -380,11 +360,11 @@ def _member(tokens: list[_Token], position: int) -> tuple[str, int] | None:
         and tokens[position + 1].kind == "string"
         and tokens[position + 2].text == "]"
     ):
-        return _string_value(tokens[position + 1].text), position + 3
+        return string_value(tokens[position + 1].text), position + 3
     return None
 
 
-def _access(tokens: list[_Token], root: int) -> Access | None:
+def _access(tokens: list[Token], root: int) -> Access | None:
     member = _member(tokens, root + 1)
     if member is None:
         return None

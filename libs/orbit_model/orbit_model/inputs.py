@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from orbit_model.broker_roles import Role, Sender, covers
 from orbit_model.contracts import contract_for
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.events import (
@@ -26,9 +27,12 @@ from orbit_model.events import (
     TimerFired,
     WorkflowCreated,
 )
-from orbit_model.ir import CallStep, Step, WorkflowIR
-from orbit_model.names import REQUEST_ID, REQUEST_ID_RULE
+from orbit_model.ir import WORKFLOW_TASK_PREFIX, CallStep, Step, WorkflowIR
+from orbit_model.names import REQUEST_ID, REQUEST_ID_RULE, RESERVED_TASK_PREFIX
+from orbit_model.outcome_codes import OutcomeCode
 from orbit_model.state import ExecutionState, UnitStatus
+from orbit_model.steps import unit_call
+from orbit_model.timer_keys import TimerKey, TimerKind
 from orbit_model.units import parse_unit
 
 
@@ -43,9 +47,11 @@ def start_execution(
     parent_token: str | None = None,
     root_execution_id: str | None = None,
     delivery_secret: str | None = None,
+    fan_out_budget: int | None = None,
 ) -> WorkflowCreated:
     """The first event of a new execution, its input checked and defaults applied;
-    ``delivery_secret``: the key of its delivery tokens, drawn by the caller.
+    ``delivery_secret``: the key of its delivery tokens, drawn by the caller;
+    ``fan_out_budget``: a child's share of its parent's (:mod:`orbit_model.fan_out`).
 
     Raises:
         OrbitError: ``INVALID_INPUT`` naming the JSON path of each bad value.
@@ -64,6 +70,7 @@ def start_execution(
         parent_token=parent_token,
         root_execution_id=root_execution_id,
         delivery_secret=delivery_secret,
+        fan_out_budget=fan_out_budget,
     )
 
 
@@ -79,8 +86,10 @@ def accept_result(
     error: TaskFailure | None = None,
     *,
     worker_id: str | None = None,
+    fan_out_used: int | None = None,
 ) -> list[Event]:
-    """Record a worker's result for the delivery ``token`` (from ``worker_id``, if known).
+    """Record a worker's result for the delivery ``token`` (from ``worker_id``, if known);
+    a child's says what its tree used of its fan-out (``fan_out_used``).
 
     A success is accepted from any delivery of a unit not yet resolved (the
     work really happened); a failure only from the delivery in flight. An
@@ -90,41 +99,124 @@ def accept_result(
     """
     key = state.unit_of_token(token)
     if key is None:
-        if state.last_seq == 0:
-            return []  # no such execution: nothing to record it in
-        # Forged, or guessed: its MAC is not one the execution issued. Recorded, so that
-        # the attempt shows in the history, and never applied.
-        shown = token[:FORGED_TOKEN_SHOWN]
-        claimed = shown.removeprefix(f"{state.execution_id}:").rpartition(":")[0]
-        reason = "a token this execution never issued"
-        return [StaleResultIgnored(unit=claimed, token=shown, reason=reason)]
+        return _never_issued(state, token)
     if state.terminal:
         # Nothing can change any more, but a late run (a zombie worker's) is worth a record.
         return [StaleResultIgnored(unit=key, token=token, reason=f"the execution {state.status}")]
     unit = state.unit(key)
     attempt = unit.tokens[token]
+
+    def stale(reason: str) -> list[Event]:
+        # A child given up on that answers at last gives back what its tree did not use.
+        return [StaleResultIgnored(unit=key, token=token, reason=reason, fan_out_used=fan_out_used)]
+
     if unit.status.resolved:
-        return [StaleResultIgnored(unit=key, token=token, reason="the unit is already resolved")]
-    if error is not None:
-        if token != unit.token:
-            reason = "a failure of a delivery that is no longer in flight"
-            return [StaleResultIgnored(unit=key, token=token, reason=reason)]
-        return [StepAttemptFailed(unit=key, attempt=attempt, error=error, worker_id=worker_id)]
+        return stale("the unit is already resolved")
+    in_flight = token == unit.token
+    if error is None:
+        output, error = _checked_output(definition, key, output)
+        if error is None:
+            return [
+                StepSucceeded(
+                    unit=key,
+                    output=output,
+                    attempt=attempt,
+                    worker_id=worker_id,
+                    fan_out_used=fan_out_used,
+                )
+            ]
+        if not in_flight:
+            return stale("a broken output of a delivery no longer in flight")
+    if not in_flight:
+        return stale("a failure of a delivery that is no longer in flight")
+    return [
+        StepAttemptFailed(
+            unit=key, attempt=attempt, error=error, worker_id=worker_id, fan_out_used=fan_out_used
+        )
+    ]
+
+
+def _checked_output(
+    definition: WorkflowIR, key: str, output: Any
+) -> tuple[Any, TaskFailure | None]:
+    """``output`` as the task's output contract makes it (its defaults applied), or the
+    ``OUTPUT_CONTRACT_VIOLATION`` it is."""
     contract = _output_contract(definition, key)
-    if contract is not None:
-        try:
-            output = contract_for(contract).apply(output, "the task output")
-        except OrbitError as violation:
-            failed = TaskFailure(
-                code=ErrorCode.OUTPUT_CONTRACT_VIOLATION.value,
-                message=violation.message,
-                retryable=False,
-            )
-            if token != unit.token:
-                reason = "a broken output of a delivery no longer in flight"
-                return [StaleResultIgnored(unit=key, token=token, reason=reason)]
-            return [StepAttemptFailed(unit=key, attempt=attempt, error=failed, worker_id=worker_id)]
-    return [StepSucceeded(unit=key, output=output, attempt=attempt, worker_id=worker_id)]
+    if contract is None:
+        return output, None
+    try:
+        return contract_for(contract).apply(output, "the task output"), None
+    except OrbitError as violation:
+        code = OutcomeCode.OUTPUT_CONTRACT_VIOLATION.value
+        return output, TaskFailure(code=code, message=violation.message, retryable=False)
+
+
+def _never_issued(state: ExecutionState, token: str) -> list[Event]:
+    """A result for a token the execution never issued: forged, or guessed (its MAC is
+    not one the execution made). Recorded, so that the attempt shows in the history,
+    and never applied; nothing at all when there is no such execution."""
+    if state.last_seq == 0:
+        return []
+    shown = token[:FORGED_TOKEN_SHOWN]
+    claimed = shown.removeprefix(f"{state.execution_id}:").rpartition(":")[0]
+    reason = "a token this execution never issued"
+    return [StaleResultIgnored(unit=claimed, token=shown, reason=reason)]
+
+
+def answer_refusal(sender: Sender, task: str) -> str | None:
+    """Why a result for a unit that calls ``task`` is not taken from ``sender``; None: it is.
+
+    Only a user that could have been handed the unit's delivery may answer it, as
+    RabbitMQ's permissions say who can read its task queue: a child workflow's outcome
+    comes from the services' outbox relays (decider, gateway), a built-in task's result
+    from the HTTP adapter, and any other task's from a worker user whose ``--tasks``
+    patterns cover it. A worker user whose patterns were not recorded (made by ``orbit
+    dev``, or by hand) may answer any task a worker may serve: only its permissions,
+    unknown here, tell which.
+    """
+    role = sender.role
+    if task.startswith(WORKFLOW_TASK_PREFIX):
+        if role in (Role.DECIDER, Role.GATEWAY):
+            return None
+        return f"RabbitMQ user {sender.user!r} may not answer a child workflow: only Orbit does"
+    if task.startswith(RESERVED_TASK_PREFIX):
+        if role is Role.HTTP_ADAPTER:
+            return None
+        return f"RabbitMQ user {sender.user!r} may not answer the built-in task {task!r}"
+    if role is not Role.WORKER:
+        return f"RabbitMQ user {sender.user!r}, no worker's, may not answer task {task!r}"
+    if sender.tasks is None or covers(sender.tasks, task):
+        return None
+    patterns = ", ".join(sender.tasks)
+    return (
+        f"RabbitMQ user {sender.user!r} serves only the tasks of its patterns ({patterns}),"
+        f" which do not cover {task!r}: it cannot have been handed this delivery"
+    )
+
+
+def check_sender(
+    state: ExecutionState, definition: WorkflowIR, token: str, sender: Sender | None
+) -> None:
+    """Refuse a result (or a report of a parked one) for delivery ``token`` from a
+    ``sender`` that may not answer its unit's task; None (unchecked, with one RabbitMQ
+    user for all) passes, and so does a token the execution does not know
+    (:func:`accept_result` records what that is).
+
+    Raises:
+        OrbitError: ``PERMISSION_DENIED``, saying who sent it and why not.
+    """
+    if sender is None:
+        return
+    key = state.unit_of_token(token)
+    if key is None:
+        return
+    try:
+        _, call = unit_call(definition, key)
+    except (KeyError, StopIteration):
+        return
+    refusal = answer_refusal(sender, call.task)
+    if refusal is not None:
+        raise OrbitError(ErrorCode.PERMISSION_DENIED, f"a result for {key}: {refusal}")
 
 
 def _output_contract(definition: WorkflowIR, key: str) -> Any:
@@ -196,17 +288,11 @@ def accept_cancel(state: ExecutionState, reason: str = "") -> list[Event]:
     return [CancelRequested(reason=reason)]
 
 
-LIVENESS_TIMERS = ("schedule", "heartbeat")
-"""Timer kinds that need to know whether a worker holds the delivery: see
-:func:`accept_liveness_check`."""
-
-
 def accept_timer(state: ExecutionState, key: str, now: int) -> list[Event]:
-    """Fire a timer that is still wanted and due; a late or repeated firing adds nothing."""
-    if key.partition(":")[0] in LIVENESS_TIMERS:
-        return []
-    due = state.timers.get(key)
-    if due is None or due > now:
+    """Fire a timer that is still wanted and due; a late or repeated firing adds nothing,
+    and neither does a liveness deadline (:func:`accept_liveness_check` judges those)."""
+    due = state.timers.get(key)  # a key the state wants is well formed
+    if due is None or due > now or TimerKey.parse(key).kind.is_liveness:
         return []
     return [TimerFired(key=key)]
 
@@ -222,7 +308,7 @@ def accept_lost_delivery(state: ExecutionState, token: str, reason: str) -> list
     return [StepAttemptUncertain(unit=key, token=token, reason=reason)]
 
 
-def accept_attempt_timeout(state: ExecutionState, token: str, code: ErrorCode) -> list[Event]:
+def accept_attempt_timeout(state: ExecutionState, token: str, code: OutcomeCode) -> list[Event]:
     """A queue or heartbeat deadline of delivery ``token`` passed (seen by the dispatcher)."""
     key = state.unit_of_token(token)
     if key is None or state.terminal:
@@ -230,7 +316,7 @@ def accept_attempt_timeout(state: ExecutionState, token: str, code: ErrorCode) -
     unit = state.unit(key)
     if unit.status is not UnitStatus.DISPATCHED or unit.token != token:
         return []
-    what = "in the queue" if code is ErrorCode.SCHEDULE_TIMEOUT else "without a heartbeat"
+    what = "in the queue" if code is OutcomeCode.SCHEDULE_TIMEOUT else "without a heartbeat"
     error = TaskFailure(code=code.value, message=f"the attempt waited too long {what}")
     return [StepAttemptFailed(unit=key, attempt=unit.attempt, error=error)]
 
@@ -253,18 +339,21 @@ def accept_liveness_check(
     on (:class:`AttemptAlive`). A deadline not yet due, or no longer wanted,
     adds nothing.
     """
-    kind, _, token = key.partition(":")
-    due = state.timers.get(key)
-    if kind not in LIVENESS_TIMERS or due is None or due > now:
+    due = state.timers.get(key)  # a key the state wants is well formed
+    if due is None or due > now:
         return []
+    timer = TimerKey.parse(key)
+    if not timer.kind.is_liveness:
+        return []
+    token = timer.subject
     unit_key = state.unit_of_token(token)
     if unit_key is None:
         return []
     unit = state.unit(unit_key)
     held = heartbeat_at is not None
-    if kind == "schedule":
+    if timer.kind is TimerKind.SCHEDULE:
         if not held:
-            return accept_attempt_timeout(state, token, ErrorCode.SCHEDULE_TIMEOUT)
+            return accept_attempt_timeout(state, token, OutcomeCode.SCHEDULE_TIMEOUT)
         return [
             AttemptAlive(
                 unit=unit_key, token=token, started=True, heartbeat_check_at=unit.heartbeat_check_at
@@ -287,7 +376,7 @@ def accept_liveness_check(
                 heartbeat_check_at=heartbeat_at + interval,
             )
         ]
-    return accept_attempt_timeout(state, token, ErrorCode.HEARTBEAT_TIMEOUT)
+    return accept_attempt_timeout(state, token, OutcomeCode.HEARTBEAT_TIMEOUT)
 
 
 def _must_be_running(state: ExecutionState) -> None:

@@ -1,10 +1,16 @@
 """The bodies of every message Orbit sends over RabbitMQ.
 
-Each is a frozen pydantic model with a ``type`` tag and a schema version
+Each is a frozen pydantic model with a ``type`` tag and a protocol version
 ``v``, serialised as JSON. A consumer decodes through one of the unions below
 and treats anything it cannot decode as poison (dead-lettered, never
 retried). Unknown fields are ignored, so a newer sender can add fields
-without breaking an older consumer; a change of meaning bumps ``v``.
+without breaking an older consumer. A change that would break a worker or
+client written to the previous docs bumps the version of the kinds it
+concerns, and the previous version stays accepted for a documented window
+(docs/protocol.md, "Versions"): the kinds workers and clients send are at
+version 2 (:class:`_Sent`), which carries the sender's RabbitMQ user in the
+AMQP ``user_id``; version 1 did not have to. A version a consumer does not
+read is refused as ``UNSUPPORTED_VERSION``, naming the ones it does.
 
 The flows (see ``docs/protocol.md``):
 
@@ -27,27 +33,66 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Annotated, Literal, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, TypeAdapter, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    TypeAdapter,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
 
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.events import TaskFailure
 from orbit_model.names import REQUEST_ID
+from orbit_model.repeated_starts import OnConflict
 
-SCHEMA_VERSION: Literal[1] = 1
+PROTOCOL_VERSION: Literal[2] = 2
+"""The version of the protocol this code is written to: what workers and clients send."""
+PREVIOUS_VERSION: Literal[1] = 1
+"""The previous version, still accepted from workers and clients (docs/protocol.md,
+"Versions", says until when)."""
+FROM_THE_WIRE = "from_the_wire"
+"""Validation context key: the body came from the broker, where a missing ``v`` is 1."""
 
 T = TypeVar("T")
 
 
-class _Message(BaseModel):
+class _Body(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    v: Literal[1] = SCHEMA_VERSION
+
+class _Message(_Body):
+    """A kind unchanged since version 1, which only Orbit's services send, or which
+    they send to workers and clients (who read version 1 of it)."""
+
+    v: Literal[1] = 1
+
+
+class _Sent(_Body):
+    """A kind workers and clients send. Version 2 (since per-role RabbitMQ users) carries
+    the sender's user in the AMQP ``user_id``; version 1, the same body, did not have
+    to, and is accepted for the window docs/protocol.md gives."""
+
+    v: Literal[1, 2] = PROTOCOL_VERSION
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unversioned_is_version_1(cls, data: object, info: ValidationInfo) -> object:
+        # The docs of version 1 said a body without `v` is version 1; a model built in
+        # code is of this code's version.
+        wire = bool(info.context and info.context.get(FROM_THE_WIRE))
+        if wire and isinstance(data, dict) and "v" not in data:
+            return {**data, "v": PREVIOUS_VERSION}
+        return data
 
 
 # -- commands (clients -> gateway) ------------------------------------------
 
 
-class StartExecution(_Message):
+class StartExecution(_Sent):
     """Start an execution; idempotent when ``execution_id`` is given."""
 
     type: Literal["StartExecution"] = "StartExecution"
@@ -56,9 +101,14 @@ class StartExecution(_Message):
     """None: the highest registered version."""
     input: JsonValue = None
     execution_id: str | None = None
+    on_conflict: OnConflict = "fail"
+    """When ``execution_id`` exists and was started otherwise (another version or
+    input): ``fail`` refuses with ``EXECUTION_EXISTS``; ``use_existing`` answers
+    ``created: false`` with the existing execution. The same start again is always
+    ``created: false``; another workflow's id is always refused."""
 
 
-class SignalExecution(_Message):
+class SignalExecution(_Sent):
     type: Literal["SignalExecution"] = "SignalExecution"
     execution_id: str
     name: str
@@ -76,7 +126,7 @@ class SignalExecution(_Message):
         return self.model_copy(update={"request_id": message_id})
 
 
-class CancelExecution(_Message):
+class CancelExecution(_Sent):
     type: Literal["CancelExecution"] = "CancelExecution"
     execution_id: str
     reason: str = ""
@@ -114,7 +164,7 @@ class Wake(_Message):
     execution_id: str
 
 
-class TaskResult(_Message):
+class TaskResult(_Sent):
     """A worker's answer to one :class:`TaskAssignment`: an output or an error."""
 
     type: Literal["TaskResult"] = "TaskResult"
@@ -125,6 +175,9 @@ class TaskResult(_Message):
     worker_id: str | None = None
     started_at: int | None = None
     """When the worker began the task (its clock, epoch ms): for schedule-to-start."""
+    fan_out_used: int | None = None
+    """A child's outcome only: what of the fan-out budget its parent gave it its tree used
+    (the rest goes back to the parent). Read from Orbit's own users only."""
 
 
 class TimerDue(_Message):
@@ -164,6 +217,9 @@ class StartChild(_Message):
     parent_token: str
     root_execution_id: str | None = None
     """The top-level execution the parent descends from: the child joins its trace."""
+    fan_out_budget: int | None = None
+    """The ``for`` elements the child's whole tree may fan out: its share of its parent's
+    budget (None: unbounded, as ``ORBIT_MAX_FAN_OUT`` is not set)."""
 
 
 class CancelChild(_Message):
@@ -203,6 +259,10 @@ class MessageParked(_Message):
     """The last worker known to have held it."""
     detail: str = ""
     """What else identifies it: a signal's name, a timer's key."""
+    sender: str | None = None
+    """The RabbitMQ user that sent the parked message (its AMQP ``user_id``): the decider
+    takes a parked result as it takes a result, only from a user that may answer its task.
+    None: not known (a dispatcher older than this field)."""
 
 
 DeciderInput = Annotated[
@@ -270,7 +330,7 @@ class ContractAnnouncement(BaseModel):
     output_schema: JsonValue = None
 
 
-class RegisterWorker(_Message):
+class RegisterWorker(_Sent):
     type: Literal["RegisterWorker"] = "RegisterWorker"
     worker_id: str
     runtime: str = "python"
@@ -286,17 +346,23 @@ class InflightTask(BaseModel):
     execution_id: str
     token: str
     heartbeat_at: int | None = None
-    """Epoch ms the task started or last heartbeated (``ctx.heartbeat()``)."""
+    """Epoch ms the task started or last heartbeated (``ctx.heartbeat()``), by the
+    worker's clock; as recorded by the dispatcher, by Postgres's."""
+    heartbeat_age_ms: int | None = Field(default=None, ge=0)
+    """How long ago, as the worker sends the heartbeat, the task last heartbeated: the
+    dispatcher turns it into Postgres's time, so the worker's clock does not matter
+    (a worker 60 s behind failed every task it heartbeated). Preferred over
+    ``heartbeat_at``; never stored."""
 
 
-class Heartbeat(_Message):
+class Heartbeat(_Sent):
     type: Literal["Heartbeat"] = "Heartbeat"
     session_id: str
     inflight: tuple[InflightTask, ...] = ()
     """The tasks the worker holds now."""
 
 
-class UnregisterWorker(_Message):
+class UnregisterWorker(_Sent):
     type: Literal["UnregisterWorker"] = "UnregisterWorker"
     session_id: str
 
@@ -349,16 +415,45 @@ _CONTROL_REPLY: TypeAdapter[ControlReply] = TypeAdapter(ControlReply)
 
 
 class MalformedMessage(OrbitError):
-    """A message body that is not what its queue carries: poison, never retried."""
+    """A message body that is not what its queue carries: poison, never retried.
 
-    def __init__(self, what: str, error: ValidationError | ValueError) -> None:
+    Its code is ``UNSUPPORTED_VERSION`` when the body is of a version its consumer does
+    not read (whatever else is wrong with it: another version may have another shape),
+    else ``INVALID_REQUEST``.
+    """
+
+    def __init__(
+        self, what: str, error: ValidationError | ValueError, kind: str | None = None
+    ) -> None:
+        version = _version_problem(kind, error) if isinstance(error, ValidationError) else None
+        if version is not None:
+            super().__init__(ErrorCode.UNSUPPORTED_VERSION, version)
+            return
         detail = error.errors()[0]["msg"] if isinstance(error, ValidationError) else str(error)
         super().__init__(ErrorCode.INVALID_REQUEST, f"not a valid {what}: {detail}")
 
 
+def _version_problem(kind: str | None, error: ValidationError) -> str | None:
+    """What is wrong with the body's ``v``, if that is what is wrong; ``kind``: the
+    message's type, when one model is decoded (a union's error names it first)."""
+    for problem in error.errors():
+        location = problem["loc"]
+        if location and location[-1] == "v" and problem["type"] == "literal_error":
+            kind = str(location[0]) if len(location) > 1 else kind
+            readable = problem.get("ctx", {}).get("expected", "")
+            return (
+                f"{kind} version {problem['input']!r} is not supported: this Orbit reads"
+                f' version {readable} of it (docs/protocol.md, "Versions")'
+            )
+    return None
+
+
+_WIRE = {FROM_THE_WIRE: True}
+
+
 def _decode(adapter: TypeAdapter[T], body: bytes, what: str) -> T:
     try:
-        return adapter.validate_json(body)
+        return adapter.validate_json(body, context=_WIRE)
     except ValidationError as error:
         raise MalformedMessage(what, error) from None
 
@@ -381,9 +476,9 @@ def decode_control_reply(body: bytes) -> ControlReply:
 
 def decode_assignment(body: bytes) -> TaskAssignment:
     try:
-        return TaskAssignment.model_validate_json(body)
+        return TaskAssignment.model_validate_json(body, context=_WIRE)
     except ValidationError as error:
-        raise MalformedMessage("task assignment", error) from None
+        raise MalformedMessage("task assignment", error, "TaskAssignment") from None
 
 
 def encode(message: BaseModel) -> bytes:

@@ -13,9 +13,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from orbit_model.children import cancel_child, child_execution_id, child_outcome
-from orbit_model.events import Event, StepCancelled, StepDispatched
+from orbit_model.events import Event, StepAttemptFailed, StepCancelled, StepDispatched
 from orbit_model.ir import HTTP_CONTRACT_VERSION, HTTP_TASK, WorkflowIR
 from orbit_model.messages import Outgoing, StartChild, TaskAssignment
+from orbit_model.outcome_codes import OutcomeCode
 from orbit_model.state import ExecutionState
 from orbit_model.steps import unit_call
 from orbit_model.topology import Topology
@@ -36,12 +37,24 @@ def messages_for(
         if isinstance(event, StepDispatched) and state.unit(event.unit).token == event.token:
             messages.append(_dispatch(state, ir, event, topology))
         elif isinstance(event, StepCancelled) and state.unit(event.unit).tokens:
-            step, call = unit_call(ir, event.unit)
-            if step.child is not None and call is step.call:
+            if _starts_child(ir, event.unit):
                 messages.append(cancel_child(state, event.unit, topology))
+        elif (
+            isinstance(event, StepAttemptFailed)
+            and event.error.code == OutcomeCode.TIMEOUT
+            and _starts_child(ir, event.unit)
+        ):
+            # Its step timeout passed while the child ran: that child is given up on.
+            messages.append(cancel_child(state, event.unit, topology, event.attempt))
     if state.terminal and not before.terminal and state.parent_execution_id:
         messages.append(child_outcome(state, topology))
     return messages
+
+
+def _starts_child(ir: WorkflowIR, key: str) -> bool:
+    """Whether the unit ``key`` runs a child workflow (a compensation never does)."""
+    step, call = unit_call(ir, key)
+    return step.child is not None and call is step.call
 
 
 def _dispatch(
@@ -50,7 +63,7 @@ def _dispatch(
     step, call = unit_call(ir, event.unit)
     unit = state.unit(event.unit)
     if step.child is not None and call is step.call:
-        child_id = child_execution_id(state.execution_id, event.unit)
+        child_id = child_execution_id(state.execution_id, event.unit, event.attempt)
         start = StartChild(
             execution_id=child_id,
             definition_hash=step.child.hash or "",
@@ -59,6 +72,7 @@ def _dispatch(
             parent_execution_id=state.execution_id,
             parent_token=event.token,
             root_execution_id=state.trace_root,
+            fan_out_budget=event.fan_out_budget,
         )
         return Outgoing(topology.decider_route(child_id), start)
     version = HTTP_CONTRACT_VERSION if call.task == HTTP_TASK else ir.tasks[call.task].version

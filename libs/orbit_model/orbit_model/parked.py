@@ -9,7 +9,10 @@ execution unless someone says so: the dispatcher reads a copy of each from
 ``NS.dead-letter.reports``, turns it into a :class:`MessageParked` for the
 execution it concerns (:func:`notice_for`) and sends that to the decider,
 which fails the attempt the message was about or records the loss
-(:func:`accept_parked`).
+(:func:`accept_parked`). A parked message changes an execution only if its
+sender (its AMQP ``user_id``, which RabbitMQ keeps as it parks it) could have
+sent the original (:func:`may_report`); the decider holds a parked result's
+sender to the task, as it holds a result's.
 
 The body is read as loosely as possible: a message is often parked *because*
 it does not decode, and its execution id and token are still worth finding.
@@ -22,11 +25,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from orbit_model.errors import ErrorCode
+from orbit_model.broker_roles import SENDERS, Role, sender_refusal
 from orbit_model.events import Event, MessageLost, StepAttemptFailed, TaskFailure
-from orbit_model.messages import MessageParked
+from orbit_model.messages import DeciderInput, MessageParked, TaskResult
+from orbit_model.outcome_codes import OutcomeCode
 from orbit_model.state import ExecutionState, UnitStatus
-from orbit_model.topology import DELIVERY_LIMIT
+from orbit_model.topology import DELIVERY_LIMIT, Topology
 
 DELIVERY_LIMIT_REASON = "delivery_limit"
 """RabbitMQ's ``x-death`` reason for a message delivered more often than its queue allows."""
@@ -106,6 +110,42 @@ def notice_for(body: bytes, death: Death, *, task_queue: bool) -> MessageParked 
     )
 
 
+_ASSIGNERS = frozenset(SENDERS["decider"]["StartChild"])
+"""Who publishes a task assignment: the decider, and the outbox relays (the gateway's
+sweeps what a decider left behind), as they publish a child's start."""
+
+
+def may_report(topology: Topology, death: Death, message_type: str, sender: Role | None) -> bool:
+    """Whether a message of ``message_type`` from a user of role ``sender`` (None: no Orbit
+    user), parked by ``death.queue``, may change an execution: only if that user could have
+    sent such a message there, as the queue's consumer takes that kind only from some
+    roles (:data:`~orbit_model.broker_roles.SENDERS`; an assignment, in a task queue, only
+    from the services that dispatch). A kind the queue's consumer never takes (a result
+    sent to ``NS.commands``) concerns nothing; nor does a message from no Orbit user.
+    """
+    queue = death.queue
+    if queue.startswith(topology.task_queue("", "")[:-1]):
+        return message_type == "TaskAssignment" and sender in _ASSIGNERS
+    if queue == topology.commands:
+        consumer = "gateway"
+    elif queue == topology.control:
+        consumer = "dispatcher"
+    elif queue.startswith(f"{topology.decider}."):
+        consumer = "decider"
+    else:
+        return False
+    return sender is not None and sender_refusal(consumer, message_type, sender) is None
+
+
+def speaker(item: DeciderInput, user: str | None) -> str | None:
+    """Whose word a decider input sent by the RabbitMQ ``user`` carries about a result
+    (:attr:`orbit_model.plan.Facts.senders`): a ``TaskResult``'s sender's, and for a
+    report of a parked result the sender of that result; None for any other input."""
+    if isinstance(item, MessageParked):
+        return item.sender if item.message_type == "TaskResult" else None
+    return user if isinstance(item, TaskResult) else None
+
+
 def accept_parked(state: ExecutionState, notice: MessageParked) -> list[Event]:
     """What an execution records of a parked message.
 
@@ -155,12 +195,12 @@ def parked_failure(notice: MessageParked) -> TaskFailure:
             f"the task message was delivered {notice.delivery_count} times without being"
             f" acknowledged (a worker may crash on it){held}; RabbitMQ parked it"
         )
-        code = ErrorCode.DELIVERY_LIMIT_EXCEEDED
+        code = OutcomeCode.DELIVERY_LIMIT_EXCEEDED
     else:
         what = "the worker's result" if notice.message_type == "TaskResult" else "the message"
         message = (
             f"{what} ({notice.message_type}) was parked by {notice.queue or 'its queue'}"
             f" ({notice.reason or 'no reason given'}): it did not decode or kept failing{held}"
         )
-        code = ErrorCode.MESSAGE_PARKED
+        code = OutcomeCode.MESSAGE_PARKED
     return TaskFailure(code=code.value, message=message, retryable=True, details=details)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from typing import Any
 
 from orbit_model.errors import ErrorCode, OrbitError
@@ -23,17 +24,35 @@ DEFAULT_MAX_DEPTH = 64
 """How deep a payload may nest by default (``ORBIT_MAX_PAYLOAD_DEPTH``): ``[[1]]`` is 2 deep."""
 
 
+@dataclass(frozen=True, slots=True)
+class PayloadProblem:
+    """Why a payload cannot be stored."""
+
+    reason: str
+    """What is wrong, to follow the payload's name in a sentence (``is 31 bytes; the
+    limit is 10 (ORBIT_MAX_PAYLOAD_BYTES)``, ``holds nan at $.x; …``)."""
+    too_large: bool = False
+    """Over the size limit (``ORBIT_MAX_PAYLOAD_BYTES``); else it cannot be stored at any
+    size (a NUL, a lone surrogate, a non-finite number, nesting too deep)."""
+
+    def __str__(self) -> str:
+        return self.reason
+
+
 def payload_problem(
     value: Any, max_bytes: int | None = None, max_depth: int = DEFAULT_MAX_DEPTH
-) -> str | None:
+) -> PayloadProblem | None:
     """Why ``value`` cannot be stored, or None when it can."""
-    problem = _unstorable(value, "$", max_depth)
-    if problem is not None:
-        return problem
+    unstorable = _unstorable(value, "$", max_depth)
+    if unstorable is not None:
+        return PayloadProblem(unstorable)
     if max_bytes is not None:
         size = payload_size(value)
         if size > max_bytes:
-            return f"is {size} bytes; the limit is {max_bytes} (ORBIT_MAX_PAYLOAD_BYTES)"
+            return PayloadProblem(
+                f"is {size} bytes; the limit is {max_bytes} (ORBIT_MAX_PAYLOAD_BYTES)",
+                too_large=True,
+            )
     return None
 
 
@@ -47,17 +66,10 @@ def check_payload(
         OrbitError: ``INVALID_REQUEST`` naming where the bad value is, or
             ``PAYLOAD_TOO_LARGE`` with its size and the limit.
     """
-    problem = _unstorable(value, "$", max_depth)
+    problem = payload_problem(value, max_bytes, max_depth)
     if problem is not None:
-        raise OrbitError(ErrorCode.INVALID_REQUEST, f"{what} {problem}")
-    if max_bytes is None:
-        return
-    size = payload_size(value)
-    if size > max_bytes:
-        raise OrbitError(
-            ErrorCode.PAYLOAD_TOO_LARGE,
-            f"{what} is {size} bytes; the limit is {max_bytes} (ORBIT_MAX_PAYLOAD_BYTES)",
-        )
+        code = ErrorCode.PAYLOAD_TOO_LARGE if problem.too_large else ErrorCode.INVALID_REQUEST
+        raise OrbitError(code, f"{what} {problem}")
 
 
 def payload_size(value: Any) -> int:

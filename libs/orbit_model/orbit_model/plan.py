@@ -20,17 +20,18 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from orbit_model.broker_roles import Sender
 from orbit_model.children import cancel_applies, parent_waits, start_child
 from orbit_model.decider import Limits, decide_until_stable
-from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.errors import OrbitError
 from orbit_model.events import Event, StepDispatched, TaskFailure
 from orbit_model.inputs import (
-    LIVENESS_TIMERS,
     accept_cancel,
     accept_liveness_check,
     accept_lost_delivery,
     accept_result,
     accept_timer,
+    check_sender,
 )
 from orbit_model.ir import HTTP_TASK, WorkflowIR
 from orbit_model.messages import (
@@ -43,11 +44,13 @@ from orbit_model.messages import (
     TaskResult,
     TimerDue,
 )
+from orbit_model.outcome_codes import OutcomeCode
 from orbit_model.outgoing import messages_for
 from orbit_model.parked import accept_parked
 from orbit_model.payloads import DEFAULT_MAX_DEPTH, payload_problem
 from orbit_model.state import ExecutionState, evolve, evolve_all
 from orbit_model.steps import unit_call
+from orbit_model.timer_keys import MalformedTimerKey, TimerKey
 from orbit_model.topology import Topology
 
 ADAPTER_DISABLED_MESSAGE = (
@@ -58,8 +61,9 @@ ADAPTER_DISABLED_MESSAGE = (
 
 
 MAX_CLOCK_SKEW_MS = 5_000
-"""How far ahead of the decider's clock a timer firing's ``due_at`` is believed: the
-clocks of the timer service and the decider may differ by this much, no more."""
+"""How far ahead of the decider's clock a timer firing's ``due_at`` is believed. Both
+services read Postgres's clock (``runtime.clock``), so theirs differ by a round trip or
+two; a ``due_at`` further ahead is not believed (a forged one would fire early)."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +92,11 @@ class Facts:
             id (whether it still waits for the child).
         held: Of the tokens ``DeliveryLost`` inputs name, those an open worker session
             still holds: such a report is stale or forged, and changes nothing.
+        senders: Who speaks in each input, in the order of the inputs: a
+            ``TaskResult``'s sender, and for a ``MessageParked`` about a result the
+            sender of that result. None, or none at all: not checked (one RabbitMQ
+            user for all). A result is taken only from who may answer its task
+            (:func:`~orbit_model.inputs.answer_refusal`).
     """
 
     definition: WorkflowIR | None = None
@@ -95,6 +104,11 @@ class Facts:
     heartbeats: Mapping[str, int | None] = field(default_factory=dict)
     parents: Mapping[str, ExecutionState] = field(default_factory=dict)
     held: frozenset[str] = frozenset()
+    senders: Sequence[Sender | None] = ()
+
+    def sender(self, index: int) -> Sender | None:
+        """Who speaks in the input at ``index``; None: not checked."""
+        return self.senders[index] if index < len(self.senders) else None
 
 
 @dataclass(frozen=True)
@@ -132,12 +146,17 @@ class Plan:
         return timers
 
 
-def liveness_key(item: DeciderInput) -> str | None:
+def liveness_key(item: DeciderInput) -> TimerKey | None:
     """The timer key of a schedule or heartbeat deadline among the inputs, else None:
-    those are judged on who holds the delivery now (a :class:`Facts` heartbeat)."""
-    if isinstance(item, TimerDue) and item.key.partition(":")[0] in LIVENESS_TIMERS:
-        return item.key
-    return None
+    those are judged on who holds the delivery now (a :class:`Facts` heartbeat, under
+    the key's text)."""
+    if not isinstance(item, TimerDue):
+        return None
+    try:
+        key = TimerKey.parse(item.key)
+    except MalformedTimerKey:  # no timer the execution waits on: accept_timer ignores it
+        return None
+    return key if key.kind.is_liveness else None
 
 
 def plan(
@@ -179,9 +198,12 @@ def plan(
     if ir is None:
         return None
     refused: list[tuple[DeciderInput, OrbitError]] = []
-    for item in inputs:
+    for index, item in enumerate(inputs):
         try:
-            accepted = accept_input(state, ir, item, now=now, facts=facts, policy=policy)
+            sender = facts.sender(index)
+            accepted = accept_input(
+                state, ir, item, now=now, facts=facts, policy=policy, sender=sender
+            )
         except OrbitError as error:
             refused.append((item, error))
             continue
@@ -189,11 +211,21 @@ def plan(
         events += accepted
     state, decided = decide_answering(state, ir, now, policy)
     events += decided
-    # The timer service deletes the rows it fires: a firing that changed nothing
-    # (the decider's clock is behind) must put its timer back.
-    refired = [i.key for i in inputs if isinstance(i, TimerDue) and i.key in state.timers]
+    # The timer service deletes the rows it fires: some must be written again.
+    refired = _refired(state, inputs, now)
     messages += messages_for(before, state, ir, events, topology)
     return Plan(before, state, events, messages, refired, refused)
+
+
+def _refired(state: ExecutionState, inputs: Sequence[DeciderInput], now: int) -> list[str]:
+    """The timers to write again: each fired but still wanted (the decider's clock was
+    behind), and, when a firing was parked after the timer service deleted its row,
+    every timer still wanted and already due, so that it fires again (the history
+    records the loss, ``MessageLost``, and the execution recovers)."""
+    refired = [i.key for i in inputs if isinstance(i, TimerDue) and i.key in state.timers]
+    if any(isinstance(i, MessageParked) and i.message_type == "TimerDue" for i in inputs):
+        refired += [key for key, due in state.timers.items() if due <= now and key not in refired]
+    return refired
 
 
 def accept_input(
@@ -204,17 +236,31 @@ def accept_input(
     now: int,
     facts: Facts,
     policy: Policy,
+    sender: Sender | None = None,
 ) -> list[Event]:
-    """The events one input adds (a ``Wake`` or ``StartChild`` adds none: only a decision).
+    """The events one input adds (a ``Wake`` or ``StartChild`` adds none: only a decision);
+    ``sender``: who speaks in it (:attr:`Facts.senders`).
 
     Raises:
-        OrbitError: The execution refuses it (a result for no delivery it knows, a
-            firing of a timer it does not wait on, …).
+        OrbitError: The execution refuses it (a result from a user that may not answer
+            its task, …).
     """
     if isinstance(item, TaskResult):
+        check_sender(state, ir, item.token, sender)
         output, error = storable_result(item, policy.max_payload_bytes, policy.max_payload_depth)
+        child = _answers_a_child_step(state, ir, item.token)
+        if error is not None and not child:
+            # Where an error happened is the engine's to say: a worker's says it only
+            # through what the engine fills in once it becomes a cause.
+            error = error.as_sent()
         return accept_result(
-            state, ir, item.token, output=output, error=error, worker_id=item.worker_id
+            state,
+            ir,
+            item.token,
+            output=output,
+            error=error,
+            worker_id=item.worker_id,
+            fan_out_used=item.fan_out_used if child else None,
         )
     if isinstance(item, TimerDue):
         # A firing never counts as earlier than it was due, when this decider's clock is
@@ -229,10 +275,25 @@ def accept_input(
             return []
         return accept_lost_delivery(state, item.token, item.reason)
     if isinstance(item, MessageParked):
+        if item.message_type == "TaskResult" and item.token is not None:
+            check_sender(state, ir, item.token, sender)  # as the result itself would be
         return accept_parked(state, item)
     if isinstance(item, CancelChild) and cancel_applies(state, item):
         return accept_cancel(state, item.reason)
     return []
+
+
+def _answers_a_child_step(state: ExecutionState, ir: WorkflowIR, token: str) -> bool:
+    """Whether ``token`` is a child workflow step's: only its child knows it, and that
+    child's outcome carries a cause chain the engine made."""
+    key = state.unit_of_token(token)
+    if key is None:
+        return False
+    try:
+        step, call = unit_call(ir, key)
+    except (KeyError, StopIteration):
+        return False
+    return step.child is not None and call is step.call
 
 
 def storable_result(
@@ -246,7 +307,10 @@ def storable_result(
     error that cannot be stored keeps its code (without NULs) and says why.
     """
     if result.error is not None:
-        problem = payload_problem(result.error.model_dump(mode="json"))
+        # The whole error, its cause chain included, within the limits of an output.
+        problem = payload_problem(
+            result.error.model_dump(mode="json"), max_payload_bytes, max_depth
+        )
         if problem is None:
             return None, result.error
         return None, TaskFailure(
@@ -257,8 +321,7 @@ def storable_result(
     problem = payload_problem(result.output, max_payload_bytes, max_depth)
     if problem is None:
         return result.output, None
-    too_large = problem.endswith("(ORBIT_MAX_PAYLOAD_BYTES)")
-    code = ErrorCode.PAYLOAD_TOO_LARGE if too_large else ErrorCode.INVALID_OUTPUT
+    code = OutcomeCode.PAYLOAD_TOO_LARGE if problem.too_large else OutcomeCode.INVALID_OUTPUT
     return None, TaskFailure(code=code, message=f"the output {problem}", retryable=False)
 
 
@@ -277,7 +340,7 @@ def decide_answering(
         answers: list[Event] = []
         for dispatched in refused:
             failure = TaskFailure(
-                code=ErrorCode.ADAPTER_DISABLED, message=ADAPTER_DISABLED_MESSAGE, retryable=False
+                code=OutcomeCode.ADAPTER_DISABLED, message=ADAPTER_DISABLED_MESSAGE, retryable=False
             )
             answers += accept_result(state, ir, dispatched.token, error=failure)
         state = evolve_all(state, answers)

@@ -71,6 +71,9 @@ class UnitState(_Frozen):
     """For a ``for`` step's own record: the elements it fans out to."""
     resolved_seq: int | None = None
     """The sequence number of the event that resolved the unit (compensation runs newest first)."""
+    fan_out_shares: dict[int, int] = Field(default_factory=dict)
+    """For a child workflow's unit: the share of the fan-out budget each of its children
+    holds, by the attempt that started it, until that child answers (:mod:`.fan_out`)."""
 
 
 class BufferedSignal(_Frozen):

@@ -60,6 +60,7 @@ from orbit_model.records import (
     UnitStatus,
 )
 from orbit_model.state_index import IndexUpdate, StateIndex, build_index, unit_timers
+from orbit_model.timer_keys import WORKFLOW_TIMER, TimerKey, TimerKind
 
 __all__ = [
     "TERMINAL",
@@ -111,7 +112,6 @@ ExecutionStatus = Literal[
     "new", "created", "running", "completed", "failed", "cancelled", "timed_out"
 ]
 TERMINAL: frozenset[str] = frozenset({"completed", "failed", "cancelled", "timed_out"})
-WORKFLOW_TIMER = "workflow"
 
 
 class ExecutionState(BaseModel):
@@ -144,6 +144,12 @@ class ExecutionState(BaseModel):
     abort: Abort | None = None
     """Set once the execution stops: no new work, compensation, cleanup, the end."""
     limit_exceeded: str | None = None
+    fan_out_budget: int | None = None
+    """The ``for`` elements its tree may fan out: a child's share of its parent's; None for
+    a top-level execution, whose budget is ``ORBIT_MAX_FAN_OUT`` (:mod:`.fan_out`)."""
+    fan_out_spent: int = 0
+    """What of it is spent: its own elements, and its children's shares (what a child's
+    tree did not use comes back when the child answers; ``UnitState.fan_out_shares``)."""
     lost_messages: tuple[LostMessage, ...] = ()
     """Messages for the execution that were parked, so never acted on."""
     output: JsonValue = None
@@ -203,7 +209,9 @@ class ExecutionState(BaseModel):
 
         Keys: ``workflow`` (the workflow timeout), ``retry:UNIT`` (a retry's
         backoff), ``timer:UNIT`` (a sleep, or an await's timeout) and
-        ``timeout:TOKEN`` (an attempt's timeout). A timer service keeps its table equal to this.
+        ``timeout:TOKEN``, ``schedule:TOKEN``, ``heartbeat:TOKEN`` (an attempt's deadlines),
+        each written by :class:`~orbit_model.timer_keys.TimerKey`. A timer service keeps
+        its table equal to this.
         """
         if self.terminal:
             return {}
@@ -290,6 +298,7 @@ def _changes(state: ExecutionState, event: Event) -> dict[str, Any]:
                 "parent_token": event.parent_token,
                 "root_execution_id": event.root_execution_id,
                 "delivery_secret": event.delivery_secret,
+                "fan_out_budget": event.fan_out_budget,
                 "status": "created",
             }
         case WorkflowStarted():
@@ -297,12 +306,13 @@ def _changes(state: ExecutionState, event: Event) -> dict[str, Any]:
         case StepScheduled():
             return _with_unit(state, event.unit, status=UnitStatus.SCHEDULED, input=event.input)
         case StepFanOut():
-            return _with_unit(
+            changes = _with_unit(
                 state, event.unit, status=UnitStatus.SCHEDULED, items=tuple(event.items)
             )
+            return {**changes, "fan_out_spent": state.fan_out_spent + len(event.items)}
         case StepDispatched():
             unit = state.unit(event.unit)
-            return _with_unit(
+            changes = _with_unit(
                 state,
                 event.unit,
                 status=UnitStatus.DISPATCHED,
@@ -316,6 +326,7 @@ def _changes(state: ExecutionState, event: Event) -> dict[str, Any]:
                 heartbeat_timeout_ms=event.heartbeat_timeout_ms,
                 heartbeat_check_at=event.heartbeat_check_at,
             )
+            return _shared(state, event, changes)
         case ParentReattached():
             return {"parent_token": event.parent_token}
         case AttemptAlive():
@@ -340,12 +351,20 @@ def _changes(state: ExecutionState, event: Event) -> dict[str, Any]:
                 timer_fired=False,
                 timeout_at=None,
             )
+            changes = _given_back(state, changes, event.unit, event.attempt, event.fan_out_used)
             if event.signal is not None:
                 signal = state.signals[event.signal].model_copy(update={"taken_by": event.unit})
                 changes["signals"] = state.signals.set(event.signal, signal)
             return changes
         case StepAttemptFailed():
-            return _with_unit(state, event.unit, error=event.error, token=None, timeout_at=None)
+            changes = _with_unit(
+                state,
+                event.unit,
+                error=event.error,
+                token=None,
+                timeout_at=None,
+            )
+            return _given_back(state, changes, event.unit, event.attempt, event.fan_out_used)
         case StepAttemptUncertain():
             return _with_unit(
                 state, event.unit, status=UnitStatus.UNCERTAIN, token=None, timeout_at=None
@@ -399,7 +418,11 @@ def _changes(state: ExecutionState, event: Event) -> dict[str, Any]:
         case LimitExceeded():
             return {"limit_exceeded": event.message}
         case StaleResultIgnored():
-            return {}
+            unit = state.units.get(event.unit)
+            attempt = None if unit is None else unit.tokens.get(event.token)
+            if attempt is None:  # a token never issued
+                return {}
+            return _given_back(state, {}, event.unit, attempt, event.fan_out_used)
         case MessageLost():
             lost = LostMessage(
                 message_type=event.message_type,
@@ -421,11 +444,51 @@ def _changes(state: ExecutionState, event: Event) -> dict[str, Any]:
     raise TypeError(f"not an event: {event!r}")  # pragma: no cover - the union is closed
 
 
+def _shared(
+    state: ExecutionState, event: StepDispatched, changes: dict[str, Any]
+) -> dict[str, Any]:
+    """``changes`` with a new child's share held by its unit and spent
+    (:mod:`.fan_out`); a redelivery starts the same child, which keeps its share."""
+    share = event.fan_out_budget
+    units = changes["units"]
+    unit = units[event.unit]
+    if share is None or event.attempt in unit.fan_out_shares:
+        return changes
+    held = unit.model_copy(update={"fan_out_shares": {**unit.fan_out_shares, event.attempt: share}})
+    return {
+        **changes,
+        "units": units.set(event.unit, held),
+        "fan_out_spent": state.fan_out_spent + share,
+    }
+
+
+def _given_back(
+    state: ExecutionState, changes: dict[str, Any], key: str, attempt: int, used: int | None
+) -> dict[str, Any]:
+    """``changes`` with what the child of ``key``'s ``attempt`` did not use of its share
+    given back, now that it answered having used ``used`` (its tree's final spending).
+    Without an answer from it (None: its attempt given up on, or not a child) the share
+    stays held: the child's tree may still fan out, and may still answer later."""
+    units = changes.get("units", state.units)
+    unit = units[key]
+    share = unit.fan_out_shares.get(attempt)
+    if share is None or used is None:
+        return changes
+    rest = {held: value for held, value in unit.fan_out_shares.items() if held != attempt}
+    unused = share - min(max(used, 0), share)  # a tree never uses more than its share
+    return {
+        **changes,
+        "units": units.set(key, unit.model_copy(update={"fan_out_shares": rest})),
+        _TOUCHED: key,
+        "fan_out_spent": state.fan_out_spent - unused,
+    }
+
+
 def _fire(state: ExecutionState, key: str) -> dict[str, Any]:
-    if key == WORKFLOW_TIMER:
+    timer = TimerKey.parse(key)
+    if timer.kind is TimerKind.WORKFLOW:
         return {"deadline_passed": True}
-    kind, _, rest = key.partition(":")
-    if kind == "timeout":
-        unit = state.unit_of_token(rest)
-        return {} if unit is None else _with_unit(state, unit, timed_out_token=rest)
-    return _with_unit(state, rest, timer_fired=True)
+    if timer.kind is TimerKind.TIMEOUT:
+        unit = state.unit_of_token(timer.subject)
+        return {} if unit is None else _with_unit(state, unit, timed_out_token=timer.subject)
+    return _with_unit(state, timer.subject, timer_fired=True)

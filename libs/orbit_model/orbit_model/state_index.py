@@ -28,6 +28,7 @@ from typing import Any
 
 from orbit_model.persistent import PVector, Units
 from orbit_model.records import BufferedSignal, UnitState, UnitStatus
+from orbit_model.timer_keys import TimerKey, TimerKind
 from orbit_model.units import element_key, parse_unit
 
 #: Units with work in flight or about to be.
@@ -54,15 +55,15 @@ def reacts(unit: UnitState) -> bool:
 def unit_timers(key: str, unit: UnitState) -> Iterator[tuple[str, int]]:
     """The timers the unit waits on, by key, with their due times."""
     if unit.due_at is not None and not unit.timer_fired and not unit.status.resolved:
-        kind = "retry" if unit.status is UnitStatus.RETRY_WAIT else "timer"
-        yield f"{kind}:{key}", unit.due_at
+        kind = TimerKind.RETRY if unit.status is UnitStatus.RETRY_WAIT else TimerKind.TIMER
+        yield str(TimerKey(kind, key)), unit.due_at
     if unit.status is UnitStatus.DISPATCHED and unit.token is not None:
         if unit.timeout_at is not None and unit.timed_out_token != unit.token:
-            yield f"timeout:{unit.token}", unit.timeout_at
+            yield str(TimerKey(TimerKind.TIMEOUT, unit.token)), unit.timeout_at
         if unit.schedule_deadline_at is not None:
-            yield f"schedule:{unit.token}", unit.schedule_deadline_at
+            yield str(TimerKey(TimerKind.SCHEDULE, unit.token)), unit.schedule_deadline_at
         if unit.heartbeat_check_at is not None:
-            yield f"heartbeat:{unit.token}", unit.heartbeat_check_at
+            yield str(TimerKey(TimerKind.HEARTBEAT, unit.token)), unit.heartbeat_check_at
 
 
 @dataclass(frozen=True)

@@ -9,18 +9,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from orbit_model.errors import ErrorCode
 from orbit_model.events import TaskFailure
-from orbit_model.expressions import ExecutionInfo, Scope, StepView
+from orbit_model.expressions import ExecutionInfo, ExpressionScope, StepOutcome
 from orbit_model.ir import CallStep, Step, TaskCall, WorkflowIR
+from orbit_model.outcome_codes import OutcomeCode
 from orbit_model.state import ExecutionState, UnitState, UnitStatus
 from orbit_model.units import FINALLY_PREFIX, parse_unit
 
 
 def failure(
-    code: ErrorCode | str, message: str, retryable: bool = False, details: Any = None
+    code: OutcomeCode | str, message: str, retryable: bool = False, details: Any = None
 ) -> TaskFailure:
-    """An Orbit error as a value."""
+    """How a step or an execution ended, as a value (``code``: an :class:`OutcomeCode`,
+    or the code of the error that ended it)."""
     return TaskFailure(code=str(code), message=message, retryable=retryable, details=details)
 
 
@@ -45,9 +46,9 @@ def unit_call(definition: WorkflowIR, key: str) -> tuple[CallStep, TaskCall]:
     return step, step.call
 
 
-def step_views(state: ExecutionState, definition: WorkflowIR) -> dict[str, StepView]:
+def step_views(state: ExecutionState, definition: WorkflowIR) -> dict[str, StepOutcome]:
     """``steps.<id>`` as expressions see it (``finally`` steps under their own id)."""
-    views: dict[str, StepView] = {}
+    views: dict[str, StepOutcome] = {}
     for step in definition.steps:
         views[step.id] = _view(state.unit(step.id), step)
     for step in definition.finally_steps:
@@ -61,9 +62,9 @@ def scope_of(
     item: Any = None,
     index: int | None = None,
     attempt: int | None = None,
-) -> Scope:
+) -> ExpressionScope:
     """What an expression sees of an execution: ``signals.X`` is the last payload of X."""
-    return Scope(
+    return ExpressionScope(
         input=state.input,
         steps=step_views(state, definition),
         signals=dict(state.index.last_payloads),
@@ -75,9 +76,9 @@ def scope_of(
     )
 
 
-def _view(unit: UnitState, step: Step) -> StepView:
+def _view(unit: UnitState, step: Step) -> StepOutcome:
     if unit.status is UnitStatus.SUCCEEDED:
-        return StepView(status=unit.status.value, output=unit.output)
+        return StepOutcome(status=unit.status.value, output=unit.output)
     if unit.status is UnitStatus.FAILED and step.continue_on_error and unit.error is not None:
-        return StepView(status=unit.status.value, output={"error": unit.error.model_dump()})
-    return StepView(status=unit.status.value)
+        return StepOutcome(status=unit.status.value, output={"error": unit.error.model_dump()})
+    return StepOutcome(status=unit.status.value)

@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from pydantic import ValidationError
 
 from orbit_model.children import cancel_child, child_outcome
-from orbit_model.errors import ErrorCode
 from orbit_model.events import TaskFailure, WorkflowFailed
 from orbit_model.ir import WorkflowIR
 from orbit_model.messages import Outgoing
+from orbit_model.outcome_codes import OutcomeCode
 from orbit_model.state import ExecutionState, evolve
 from orbit_model.steps import unit_call
 from orbit_model.topology import Topology
@@ -58,7 +58,7 @@ def _located(loc: tuple[int | str, ...], message: str) -> str:
 def unreadable_failure(seq: int, stored_type: str, problem: str) -> TaskFailure:
     """``HISTORY_UNREADABLE``: event ``seq`` (stored as ``stored_type``) does not decode."""
     return TaskFailure(
-        code=ErrorCode.HISTORY_UNREADABLE,
+        code=OutcomeCode.HISTORY_UNREADABLE,
         message=f"event {seq} ({stored_type}) of its history cannot be decoded: {problem}",
         retryable=False,
     )
@@ -103,7 +103,9 @@ def fail_unreadable(
     state = evolve(known, event)
     messages = [cancel_child(state, unit, topology) for unit in _running_children(known, ir)]
     if state.parent_execution_id and state.parent_token:
-        messages.append(child_outcome(state, topology))
+        # What its tree spent is not known from a readable prefix (a later fan-out, a
+        # grandchild started): the parent keeps the whole share.
+        messages.append(child_outcome(state, topology, spending_known=False))
     return UnreadableEnd(event, state, messages)
 
 

@@ -9,11 +9,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
+from orbit_model.json_value import Json
 from orbit_model.messages import InflightTask
-
-Json = Any
 
 
 @dataclass(frozen=True)
@@ -31,7 +29,7 @@ class WorkerSession:
     worker_id: str
     runtime: str
     sdk: str | None
-    contracts: list[dict[str, Any]]
+    contracts: list[dict[str, Json]]
     inflight: tuple[InflightTask, ...]
     registered_at: datetime
     last_seen: datetime

@@ -12,8 +12,9 @@ turned into objects JSON cannot hold.
 
 from __future__ import annotations
 
+import math
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -67,6 +68,73 @@ class YamlSourceError(DefinitionProblem):
         self.reason = reason
 
 
+class LineMap(Mapping[Path, int]):
+    """The line of each value, by its path, kept as a tree of path parts.
+
+    A path shares its parent's entry, so a value costs one entry however deep
+    it is: a map of whole paths grows with the values times their depth.
+    """
+
+    def __init__(self) -> None:
+        self._parent: list[int] = [-1]
+        self._part: list[str | int] = [""]
+        self._line: list[int] = [0]  # 0: no line recorded (yet)
+        self._child: dict[tuple[int, str | int], int] = {}
+
+    def child(self, node: int, part: str | int) -> int:
+        """The entry of ``part`` under ``node``, made (with no line yet) if new."""
+        found = self._child.get((node, part))
+        if found is None:
+            found = self._child[node, part] = len(self._line)
+            self._parent.append(node)
+            self._part.append(part)
+            self._line.append(0)
+        return found
+
+    def set_line(self, node: int, line: int, keep: bool = False) -> None:
+        """Record ``line`` for ``node``; with ``keep``, only if it has none yet."""
+        if not (keep and self._line[node]):
+            self._line[node] = line
+
+    def path(self, node: int) -> Path:
+        parts: list[str | int] = []
+        while node > 0:
+            parts.append(self._part[node])
+            node = self._parent[node]
+        return tuple(reversed(parts))
+
+    def line_of(self, path: Path) -> int:
+        """The line of the value at ``path``, or of its nearest written parent."""
+        node, line = 0, self._line[0] or 1
+        for part in path:
+            found = self._child.get((node, part))
+            if found is None or not self._line[found]:
+                break
+            node, line = found, self._line[found]
+        return line
+
+    def _node(self, path: Path) -> int | None:
+        node = 0
+        for part in path:
+            found = self._child.get((node, part))
+            if found is None:
+                return None
+            node = found
+        return node
+
+    def __getitem__(self, path: Path) -> int:
+        node = self._node(path)
+        if node is None or not self._line[node]:
+            raise KeyError(path)
+        return self._line[node]
+
+    def __iter__(self) -> Iterator[Path]:
+        return (self.path(node) for node, line in enumerate(self._line) if line)
+
+    def __len__(self) -> int:
+        return sum(1 for line in self._line if line)
+
+
 @dataclass(frozen=True)
 class SourceDocument:
     """A parsed YAML document: its values and where each one was written.
@@ -80,15 +148,11 @@ class SourceDocument:
 
     name: str
     data: Any
-    lines: Mapping[Path, int] = field(default_factory=dict)
+    lines: LineMap = field(default_factory=LineMap)
 
     def line_of(self, path: Path) -> int:
         """The line of the value at ``path``, or of its nearest written parent."""
-        for end in range(len(path), -1, -1):
-            line = self.lines.get(path[:end])
-            if line is not None:
-                return line
-        return 1
+        return self.lines.line_of(path)
 
 
 def load_yaml(text: str, name: str = "<string>") -> SourceDocument:
@@ -96,8 +160,9 @@ def load_yaml(text: str, name: str = "<string>") -> SourceDocument:
 
     Raises:
         YamlSourceError: The text is not YAML, holds more or less than one
-            document, or uses something JSON cannot hold (custom tags,
-            non-string keys, duplicate keys, NaN, recursive aliases).
+            document, uses something JSON cannot hold (custom tags, non-string
+            keys, duplicate keys, NaN, recursive aliases), or expands past
+            :data:`MAX_VALUES`, :data:`MAX_CHARACTERS` or :data:`MAX_DEPTH`.
     """
     try:
         nodes = list(yaml.compose_all(text, Loader=_CoreSchemaLoader))
@@ -121,83 +186,110 @@ def load_yaml(text: str, name: str = "<string>") -> SourceDocument:
             nodes[1].start_mark.line + 1, (), "only one YAML document per file is allowed"
         )
     builder = _Builder()
-    data = builder.value(nodes[0], (), frozenset())
-    builder.lines.setdefault((), 1)
+    data = builder.value(nodes[0], 0, 0)
     return SourceDocument(name=name, data=data, lines=builder.lines)
 
 
 #: Most values a document may expand to. Aliases let a few lines stand for
 #: billions of values ("billion laughs"); no workflow comes near this.
 MAX_VALUES = 100_000
+#: Most characters of keys and scalars a document may expand to, an alias's
+#: counted at each use: a 200 KB string aliased 1,000 times is a few values,
+#: but 200 MB. Without aliases a document never expands past its own length.
+MAX_CHARACTERS = 4 * 1024 * 1024
+#: How deeply a document may nest mappings and lists: far past a schema for
+#: the deepest payload Orbit takes (64), short of what the validators manage.
+MAX_DEPTH = 200
 
 
 class _Builder:
     """Walks a composed node tree, producing plain values and recording lines."""
 
     def __init__(self) -> None:
-        self.lines: dict[Path, int] = {}
+        self.lines = LineMap()
+        self.values = 0
+        self.characters = 0
+        self._active: set[int] = set()
+        """The collections being built: an alias to one of them refers to itself."""
+        self._merged: dict[int, int] = {}
+        """Merged entries of each mapping flattened so far (an alias visits it again)."""
 
-    def value(self, node: yaml.Node, path: Path, active: frozenset[int]) -> Any:
-        if len(self.lines) >= MAX_VALUES:
-            raise YamlSourceError(
-                node.start_mark.line + 1,
-                path,
-                f"the document expands to more than {MAX_VALUES} values (through aliases?)",
+    def error(self, node: yaml.Node, at: int, reason: str) -> YamlSourceError:
+        return YamlSourceError(node.start_mark.line + 1, self.lines.path(at), reason)
+
+    def count(self, node: yaml.Node, at: int, characters: int) -> None:
+        self.values += 1
+        self.characters += characters
+        if self.values > MAX_VALUES:
+            reason = f"the document expands to more than {MAX_VALUES:,} values (through aliases?)"
+            raise self.error(node, at, reason)
+        if self.characters > MAX_CHARACTERS:
+            raise self.error(
+                node,
+                at,
+                f"the document expands to more than {MAX_CHARACTERS:,} characters of keys and"
+                " values, the limit of a definition (an alias counts each time it is used)",
             )
-        self.lines.setdefault(path, node.start_mark.line + 1)
-        if isinstance(node, yaml.ScalarNode):
-            return self._scalar(node, path)
-        if id(node) in active:
-            raise YamlSourceError(node.start_mark.line + 1, path, "an alias refers to itself")
-        active = active | {id(node)}
-        if isinstance(node, yaml.SequenceNode):
-            self._check_tag(node, path, "seq")
-            return [
-                self.value(item, (*path, index), active) for index, item in enumerate(node.value)
-            ]
-        if isinstance(node, yaml.MappingNode):
-            return self._mapping(node, path, active)
-        raise YamlSourceError(node.start_mark.line + 1, path, "unsupported YAML node")
 
-    def _mapping(
-        self, node: yaml.MappingNode, path: Path, active: frozenset[int]
-    ) -> dict[str, Any]:
-        self._check_tag(node, path, "map")
-        explicit = sum(1 for key_node, _ in node.value if key_node.tag != _TAG + "merge")
-        _CoreSchemaLoader.flatten_mapping(_CONSTRUCTOR, node)  # resolves `<<` merge keys
-        # flatten_mapping puts merged entries first; later ones, and the
-        # mapping's own keys, override them as YAML's merge key says.
-        merged = len(node.value) - explicit
+    def value(self, node: yaml.Node, at: int, depth: int) -> Any:
+        self.lines.set_line(at, node.start_mark.line + 1, keep=True)
+        if isinstance(node, yaml.ScalarNode):
+            self.count(node, at, len(node.value))
+            return self._scalar(node, at)
+        self.count(node, at, 0)
+        if depth >= MAX_DEPTH:
+            raise self.error(node, at, f"the document nests deeper than {MAX_DEPTH} levels")
+        if id(node) in self._active:
+            raise self.error(node, at, "an alias refers to itself")
+        self._active.add(id(node))
+        try:
+            if isinstance(node, yaml.SequenceNode):
+                self._check_tag(node, at, "seq")
+                return [
+                    self.value(item, self.lines.child(at, index), depth + 1)
+                    for index, item in enumerate(node.value)
+                ]
+            if isinstance(node, yaml.MappingNode):
+                return self._mapping(node, at, depth)
+            raise self.error(node, at, "unsupported YAML node")
+        finally:
+            self._active.discard(id(node))
+
+    def _mapping(self, node: yaml.MappingNode, at: int, depth: int) -> dict[str, Any]:
+        self._check_tag(node, at, "map")
+        merged = self._merged.get(id(node))
+        if merged is None:
+            explicit = sum(1 for key_node, _ in node.value if key_node.tag != _TAG + "merge")
+            _CoreSchemaLoader.flatten_mapping(_CONSTRUCTOR, node)  # resolves `<<` merge keys
+            # flatten_mapping puts merged entries first; later ones, and the
+            # mapping's own keys, override them as YAML's merge key says.
+            merged = self._merged[id(node)] = len(node.value) - explicit
         result: dict[str, Any] = {}
         merged_keys: set[str] = set()
         for position, (key_node, value_node) in enumerate(node.value):
-            key_line = key_node.start_mark.line + 1
             if not isinstance(key_node, yaml.ScalarNode) or key_node.tag != _TAG + "str":
-                raise YamlSourceError(
-                    key_line, path, "mapping keys must be strings (quote the key to make it one)"
+                raise self.error(
+                    key_node, at, "mapping keys must be strings (quote the key to make it one)"
                 )
             key = key_node.value
+            entry = self.lines.child(at, key)
             if position < merged:
                 merged_keys.add(key)
             elif key in merged_keys:
                 merged_keys.discard(key)
             elif key in result:
-                raise YamlSourceError(key_line, (*path, key), f"duplicate key {key!r}")
-            self.lines[(*path, key)] = key_line
-            result[key] = self.value(value_node, (*path, key), active)
+                raise self.error(key_node, entry, f"duplicate key {key!r}")
+            self.lines.set_line(entry, key_node.start_mark.line + 1)
+            self.characters += len(key)
+            result[key] = self.value(value_node, entry, depth + 1)
         return result
 
-    @staticmethod
-    def _check_tag(node: yaml.Node, path: Path, kind: str) -> None:
+    def _check_tag(self, node: yaml.Node, at: int, kind: str) -> None:
         if node.tag != _TAG + kind:
-            raise YamlSourceError(
-                node.start_mark.line + 1, path, f"unsupported YAML tag {node.tag!r}"
-            )
+            raise self.error(node, at, f"unsupported YAML tag {node.tag!r}")
 
-    @staticmethod
-    def _scalar(node: yaml.ScalarNode, path: Path) -> Any:
+    def _scalar(self, node: yaml.ScalarNode, at: int) -> Any:
         text: str = node.value
-        line = node.start_mark.line + 1
         tag = node.tag.removeprefix(_TAG)
         if tag == "str":
             return text
@@ -206,12 +298,18 @@ class _Builder:
         if tag == "bool":
             return text.lower() == "true"
         if tag == "int":
-            return _parse_int(text)
+            try:
+                return _parse_int(text)
+            except ValueError:  # past Python's limit on digits converted
+                raise self.error(node, at, "the integer has too many digits") from None
         if tag == "float":
-            if text.lower().lstrip("+-") in (".inf", ".nan"):
-                raise YamlSourceError(line, path, f"{text} is not a JSON number")
-            return float(text)
-        raise YamlSourceError(line, path, f"unsupported YAML tag {node.tag!r}")
+            # float() takes no ".inf" or ".nan", and reads 1e999 as infinity.
+            special = text.lower().lstrip("+-") in (".inf", ".nan")
+            number = math.inf if special else float(text)
+            if not math.isfinite(number):
+                raise self.error(node, at, f"{text} is not a JSON number")
+            return number
+        raise self.error(node, at, f"unsupported YAML tag {node.tag!r}")
 
 
 def _parse_int(text: str) -> int:

@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import random
 import weakref
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -123,6 +124,14 @@ class NodesConnection(aio_pika.RobustConnection):
 _CONNECT_TRANSPORT = aio_pika.RobustConnection._RobustConnection__connect_transport  # type: ignore[attr-defined]
 
 
+def heartbeat_in_url(url: str) -> bool:
+    """Whether ``url`` (any of its nodes) sets the AMQP heartbeat itself (``?heartbeat=``)."""
+    try:
+        return any("heartbeat" in URL(node).query for node in split_nodes(url))
+    except ValueError:
+        return False
+
+
 async def connect(url: str, heartbeat_seconds: int | None = None) -> AbstractRobustConnection:
     """A connection that reconnects by itself; ``UNAVAILABLE`` if no node is there.
 
@@ -158,6 +167,13 @@ async def connect(url: str, heartbeat_seconds: int | None = None) -> AbstractRob
     connection.close_callbacks.add(_on_closed)
     connection.reconnect_callbacks.add(_on_reconnected)
     return connection
+
+
+def is_up(connection: AbstractRobustConnection) -> bool:
+    """Whether ``connection`` (made by :func:`connect`) is connected now: not closed, and
+    not lost since it last connected (a lost one keeps reconnecting). A silent link is
+    noticed once the AMQP heartbeats stop: within about twice ``heartbeat_seconds``."""
+    return not connection.is_closed and bool(getattr(connection, "up", True))
 
 
 def _on_closed(connection: Any, _error: BaseException | None = None) -> None:
@@ -205,6 +221,10 @@ class Outgoing(Protocol):
     def headers(self) -> Mapping[str, str] | None: ...
 
 
+_RENEWALS: set[asyncio.Task[None]] = set()
+"""Channel renewals under way (held so that they are not collected half done)."""
+
+
 class Publisher:
     """Persistent, confirmed publishes; many at once are pipelined, not awaited one by one.
 
@@ -224,9 +244,42 @@ class Publisher:
         channel: A channel of :func:`open_channel`.
     """
 
+    RENEW_INTERVAL_SECONDS = 5.0
+    """The least time between two renewals of the channel after refusals."""
+
     def __init__(self, channel: AbstractChannel) -> None:
         self.channel = channel
         self.user_id = _LOGINS.get(channel)
+        self.renewals = 0
+        """How often a refusal had the channel replaced (for tests and diagnostics)."""
+        self._renewed_at = -self.RENEW_INTERVAL_SECONDS
+
+    def _renew_after_refusal(self) -> None:
+        """Replace the channel after RabbitMQ refused (nacked) a publish on it.
+
+        A channel keeps, per quorum queue, the state of its publishing to it, and
+        RabbitMQ can leave that state refusing every publish after the queue's leader
+        node went away, while a new channel on the same connection publishes at once
+        (a cluster test saw one decider refused for the rest of its run while every
+        other process published). Closing the channel's broker side has the robust
+        channel open a new one, with what was declared through it; publishes in flight
+        fail as UNAVAILABLE, as they would have. At most once per
+        :attr:`RENEW_INTERVAL_SECONDS`, so that a queue that truly refuses (a
+        ``reject-publish`` overflow) does not churn channels.
+        """
+        now = asyncio.get_running_loop().time()
+        if now - self._renewed_at < self.RENEW_INTERVAL_SECONDS:
+            return
+        self._renewed_at = now
+        self.renewals += 1
+        task = asyncio.get_running_loop().create_task(self._close_broker_side())
+        _RENEWALS.add(task)
+        task.add_done_callback(_RENEWALS.discard)
+
+    async def _close_broker_side(self) -> None:
+        with contextlib.suppress(Exception):
+            underlay = await self.channel.get_underlay_channel()
+            await underlay.close()
 
     async def publish(
         self,
@@ -264,11 +317,18 @@ class Publisher:
                 ErrorCode.UNAVAILABLE,
                 f"exchange {exchange!r} does not exist: has Orbit ever run in this namespace?",
             ) from error
-        except aiormq.exceptions.DeliveryError as error:
+        except aiormq.exceptions.PublishError as error:  # a basic.return: unroutable
             raise OrbitError(
                 ErrorCode.UNAVAILABLE,
                 f"RabbitMQ did not take a message for {exchange!r} with key {routing_key!r}"
-                " (nothing is bound to it, or it was refused)",
+                " (nothing is bound to it)",
+            ) from error
+        except aiormq.exceptions.DeliveryError as error:  # a basic.nack
+            self._renew_after_refusal()
+            raise OrbitError(
+                ErrorCode.UNAVAILABLE,
+                f"RabbitMQ refused a message for {exchange!r} with key {routing_key!r}"
+                " (a queue it routes to could not take it)",
             ) from error
         except (aiormq.exceptions.AMQPError, aiormq.exceptions.ChannelInvalidStateError) as error:
             raise OrbitError(
@@ -293,3 +353,25 @@ class Publisher:
         for result in results:
             if isinstance(result, BaseException):
                 raise result
+
+
+async def settle(
+    outcome: Awaitable[object],
+    log: logging.Logger,
+    *,
+    action: str = "message.unsettled",
+    level: int = logging.WARNING,
+) -> None:
+    """Await an ack, nack or reject of a delivery; if it fails, say so on ``log`` (at
+    ``level``, with ``action``) and return. One whose channel is gone (the connection was
+    lost, which is logged as such) cannot be settled, and needs not: the broker gives it
+    back by itself."""
+    try:
+        await outcome
+    except Exception as error:
+        log.log(
+            level,
+            "settling a message failed (the broker redelivers it): %r",
+            error,
+            extra={"action": action},
+        )

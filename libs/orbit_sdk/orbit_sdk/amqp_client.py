@@ -127,7 +127,8 @@ class AmqpClient:
         request_id: str | None = None,
         wait_reply: bool = False,
     ) -> CommandReply | None:
-        """Signal an execution; the reply's ``result`` is ``{seq}``.
+        """Signal an execution; the reply's ``result`` is ``{seq, taken, steps}``, as
+        the HTTP API answers (which ``await`` step takes it).
 
         The signal is recorded once however often it is delivered: it carries
         ``request_id``, or a fresh one. Pass the same ``request_id`` to send it

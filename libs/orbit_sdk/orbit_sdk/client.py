@@ -20,13 +20,19 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import quote, urlsplit
-
-import httpx
 
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_sdk.sources import children_first, read_sources
+
+if TYPE_CHECKING:
+    # httpx is imported by a client made, not by every module that imports this one:
+    # beside rich and click (the cli extra), importing it loads its own command line.
+    import httpx
+
+    # The view models load with the calls that answer with one (see _execution).
+    from orbit_model.views import ExecutionPage, ExecutionView
 
 TERMINAL = frozenset({"completed", "failed", "cancelled", "timed_out"})
 WAIT_CHUNK_SECONDS = 30.0
@@ -128,6 +134,8 @@ class OrbitClient:
         self._current = 0
         self.timeout = timeout
         headers = {"authorization": f"Bearer {token}"} if token else None
+        import httpx  # noqa: PLC0415  (see the imports)
+
         self._http = httpx.AsyncClient(timeout=timeout, transport=transport, headers=headers)
 
     @property
@@ -159,6 +167,8 @@ class OrbitClient:
         **kwargs: Any,
     ) -> Any:
         """Send one request, moving to the next gateway as the class says."""
+        import httpx  # noqa: PLC0415  (loaded by __init__ already)
+
         repeatable = idempotent or method == "GET"
         # Each request walks the gateways from the one that answered last, on its own:
         # concurrent requests failing on the same gateway must not turn each other back.
@@ -246,15 +256,21 @@ class OrbitClient:
         *,
         wait: bool = False,
         wait_timeout: float = 60.0,
+        on_conflict: Literal["fail", "use_existing"] = "fail",
     ) -> dict[str, Any]:
-        """Start an execution: ``{execution_id, created}`` (``created: false`` for a known id).
+        """Start an execution: ``{execution_id, created}`` (``created: false`` for a
+        start of a known id made again).
 
         ``version`` None starts the highest registered version. With ``wait``,
-        the answer also holds ``execution``, the execution once it has ended:
+        the answer also holds ``execution``, the execution once it has ended (an
+        :class:`~orbit_model.views.ExecutionView`):
         the same request starts it and waits (``POST /v1/executions?wait=``),
-        answered as soon as the ending commits.
+        answered as soon as the ending commits. A known id started with another
+        version or input is refused (``EXECUTION_EXISTS``), unless ``on_conflict``
+        is ``use_existing``: then the existing execution is answered.
 
         Raises:
+            OrbitClientError: ``EXECUTION_EXISTS``, and any other refusal.
             TimeoutError: With ``wait``, it is still running after ``wait_timeout``
                 seconds (it was started all the same).
         """
@@ -263,6 +279,8 @@ class OrbitClient:
             body["version"] = version
         if execution_id is not None:
             body["execution_id"] = execution_id
+        if on_conflict != "fail":
+            body["on_conflict"] = on_conflict
         deadline = time.monotonic() + wait_timeout
         chunk = min(wait_timeout, WAIT_CHUNK_SECONDS)
         # With its id, a start sent twice starts it once ("created: false").
@@ -274,7 +292,10 @@ class OrbitClient:
             params={"wait": f"{chunk:.3f}"} if wait else None,
             timeout=self.timeout + chunk if wait else None,
         )
-        if wait and result["execution"].get("status") not in TERMINAL:
+        if not wait:
+            return result
+        result["execution"] = _execution(result["execution"])
+        if result["execution"].status not in TERMINAL:
             left = max(0.0, deadline - time.monotonic())
             result["execution"] = await self.wait(result["execution_id"], left)
         return result
@@ -286,7 +307,7 @@ class OrbitClient:
     ) -> builtins.list[dict[str, Any]]:
         """Start many executions: a result per start, in order (``POST /v1/executions/batch``).
 
-        Each start is ``{workflow, version?, input?, execution_id?}``; each result
+        Each start is ``{workflow, version?, input?, execution_id?, on_conflict?}``; each result
         ``{execution_id, created}``, or with ``error: {code, message}`` for one
         the gateway refused (the others are started all the same). They are sent
         in requests of up to 1,000 starts and about 1 MiB; ``on_progress`` is
@@ -310,21 +331,21 @@ class OrbitClient:
                 on_progress(len(results))
         return results
 
-    async def get(self, execution_id: str, wait: float | None = None) -> dict[str, Any]:
+    async def get(self, execution_id: str, wait: float | None = None) -> ExecutionView:
         """The execution: status, input, output, error and every step.
 
         With ``wait`` (seconds, at most 60), answered once it has ended or when
         the wait is over, whichever comes first.
         """
-        result: dict[str, Any] = await self._request(
+        result = await self._request(
             "GET",
             f"/v1/executions/{_segment(execution_id)}",
             params=None if wait is None else {"wait": f"{wait:.3f}"},
             timeout=None if wait is None else self.timeout + wait,
         )
-        return result
+        return _execution(result)
 
-    async def wait(self, execution_id: str, timeout: float = 60.0) -> dict[str, Any]:
+    async def wait(self, execution_id: str, timeout: float = 60.0) -> ExecutionView:
         """The execution once it has ended (completed, failed, cancelled or timed out).
 
         Raises:
@@ -335,15 +356,15 @@ class OrbitClient:
         while True:
             left = deadline - time.monotonic()
             chunk = max(0.0, min(left, WAIT_CHUNK_SECONDS))
-            execution: dict[str, Any] = await self._request(
+            answer = await self._request(
                 "GET", path, params={"wait": f"{chunk:.3f}"}, timeout=self.timeout + chunk
             )
-            if execution.get("status") in TERMINAL:
+            execution = _execution(answer)
+            if execution.status in TERMINAL:
                 return execution
             if time.monotonic() >= deadline:
                 raise TimeoutError(
-                    f"execution {execution_id} is still {execution.get('status')} after"
-                    f" {timeout:g}s"
+                    f"execution {execution_id} is still {execution.status} after {timeout:g}s"
                 )
 
     async def signal(
@@ -363,12 +384,12 @@ class OrbitClient:
         )
         return int(result["seq"])
 
-    async def cancel(self, execution_id: str, reason: str = "") -> dict[str, Any]:
+    async def cancel(self, execution_id: str, reason: str = "") -> ExecutionView:
         """Cancel an execution (its compensation and cleanup run); the execution."""
-        result: dict[str, Any] = await self._request(
+        result = await self._request(
             "POST", f"/v1/executions/{_segment(execution_id)}/cancel", json={"reason": reason}
         )
-        return result
+        return _execution(result)
 
     async def query(self, execution_id: str, name: str) -> Any:
         """The value of a query of the execution."""
@@ -390,7 +411,7 @@ class OrbitClient:
         workflow: str | None = None,
         limit: int | None = None,
         cursor: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ExecutionPage:
         """A page of executions, newest first: ``{items, next_cursor}``.
 
         Pass ``next_cursor`` back as ``cursor`` for the next page; it is None
@@ -406,8 +427,8 @@ class OrbitClient:
             )
             if value is not None
         }
-        result: dict[str, Any] = await self._request("GET", "/v1/executions", params=params)
-        return result
+        result = await self._request("GET", "/v1/executions", params=params)
+        return _page(result)
 
     async def workers(self) -> builtins.list[dict[str, Any]]:
         """The workers seen in the last hour, with their contracts and sessions."""
@@ -451,6 +472,22 @@ class OrbitClient:
 
 
 # -- batches --------------------------------------------------------------------
+
+
+# The view models load with the first call that reads a view: a worker imports this
+# module's names without ever reading one.
+
+
+def _execution(answer: Any) -> ExecutionView:
+    from orbit_model.views import ExecutionView  # noqa: PLC0415
+
+    return ExecutionView.model_validate(answer)
+
+
+def _page(answer: Any) -> ExecutionPage:
+    from orbit_model.views import ExecutionPage  # noqa: PLC0415
+
+    return ExecutionPage.model_validate(answer)
 
 
 def _batches(starts: Iterable[Mapping[str, Any]]) -> Iterator[list[dict[str, Any]]]:

@@ -60,6 +60,10 @@ def configure_logging(service: str, level: str = "INFO", format: str = "text") -
     # aiormq and aio-pika log every reconnect attempt at INFO; keep them for warnings.
     for noisy in ("aiormq", "aio_pika", "uvicorn.access"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # The CEL library warns of every Python function that raised, an expression refused
+    # past its budget included: the error is Orbit's to report (EXPRESSION_LIMIT), and
+    # anyone who may run a query could otherwise write a log line per request.
+    logging.getLogger("cel").setLevel(logging.ERROR)
 
 
 MAX_CAUSES = 1000

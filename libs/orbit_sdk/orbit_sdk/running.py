@@ -6,15 +6,14 @@ from __future__ import annotations
 import asyncio
 import importlib.metadata
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
 import aiormq
 from aio_pika.abc import AbstractIncomingMessage
 
-from orbit_model.messages import Route, TaskAssignment
-from orbit_sdk.amqp import Publisher
+from orbit_model.messages import InflightTask, Route, TaskAssignment
+from orbit_sdk.amqp import Publisher, settle
 from orbit_sdk.logs import LogThrottle
 from orbit_sdk.tasks import TaskContext, TaskOutcome
 
@@ -45,20 +44,26 @@ class Running:
     abandoned: bool = False
     """Set when stopping gave up waiting: the task goes back to its queue."""
 
+    def inflight(self, token: str, now: int) -> InflightTask:
+        """What a heartbeat sent at ``now`` (epoch ms) says of it: also how long ago it
+        last heartbeated, which the engine reads on its own clock (ours may be off)."""
+        return InflightTask(
+            execution_id=self.assignment.execution_id,
+            token=token,
+            heartbeat_at=self.heartbeat_at,  # for services that predate the age
+            heartbeat_age_ms=max(now - self.heartbeat_at, 0),
+        )
+
     async def settle(self, *, requeue: bool) -> None:
         """Ack its deliveries (the result is out), or give them back (``requeue``)."""
         for message in self.messages:
-            await settle(message.nack(requeue=True) if requeue else message.ack())
+            await settle_task(message.nack(requeue=True) if requeue else message.ack())
 
 
 @dataclass
 class PendingHeartbeat:
     task: asyncio.Task[None]
     tokens: frozenset[str] = field(default_factory=frozenset)
-
-
-def epoch_ms() -> int:
-    return int(time.time() * 1000)
 
 
 def channel_closed(message: AbstractIncomingMessage) -> bool:
@@ -70,18 +75,10 @@ def channel_closed(message: AbstractIncomingMessage) -> bool:
         return True
 
 
-async def settle(outcome: Awaitable[object]) -> None:
-    """Ack, nack or reject a task message. One whose channel is gone (the connection
-    was lost, which is logged as such) cannot be, and needs not: the broker requeues
-    it by itself, and a worker given it again asks the engine before running it."""
-    try:
-        await outcome
-    except Exception as error:
-        log.info(
-            "settling a task message failed (the broker requeues it): %r",
-            error,
-            extra={"action": "task.settle_failed"},
-        )
+async def settle_task(outcome: Awaitable[object]) -> None:
+    """Ack, nack or reject a task message (:func:`~orbit_sdk.amqp.settle`); a worker
+    given one again that it could not settle asks the engine before running it."""
+    await settle(outcome, log, action="task.settle_failed", level=logging.INFO)
 
 
 RESULT_PATIENCE_SECONDS = 30.0

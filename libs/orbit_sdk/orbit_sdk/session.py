@@ -6,8 +6,12 @@ answered on direct reply-to; see :mod:`orbit_sdk.rpc`.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+
+import aiormq
+from aio_pika.abc import AbstractRobustConnection
 
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.messages import (
@@ -23,9 +27,56 @@ from orbit_model.messages import (
     encode,
 )
 from orbit_model.topology import CONTROL_KEY, Topology
+from orbit_sdk.amqp import open_channel, translated
 from orbit_sdk.rpc import ReplyTimeout, Requester
 
 log = logging.getLogger("orbit.worker")
+
+
+def connection_heartbeat(session_timeout_ms: int) -> int:
+    """The AMQP heartbeat, in whole seconds, of a worker whose session times out after
+    ``session_timeout_ms``: half of it (at least 1 s), so that RabbitMQ drops a frozen
+    worker's connection, and hands its tasks to others, before its session expires."""
+    return max(1, session_timeout_ms // 2000)
+
+
+async def requester_on(connection: AbstractRobustConnection) -> Requester:
+    """A requester on a new channel of ``connection``, consuming its replies."""
+    requester = Requester(await open_channel(connection))
+    await requester.start()
+    return requester
+
+
+@contextlib.contextmanager
+def consuming(queue: str, key: str) -> Iterator[None]:
+    """Consuming the task queue ``queue`` of the contract ``key``: a refusal by RabbitMQ
+    (the worker's user may not read it) is ``TASK_NOT_PERMITTED``, what else fails
+    ``UNAVAILABLE``. The dispatcher refuses such a contract at registration when it
+    knows the user's patterns; this says so clearly when it does not."""
+    try:
+        with translated(f"consuming the task queue {queue!r}"):
+            yield
+    except OrbitError as error:
+        if not isinstance(error.__cause__, aiormq.exceptions.ChannelAccessRefused):
+            raise
+        raise OrbitError(
+            ErrorCode.TASK_NOT_PERMITTED,
+            f"RabbitMQ refused to let this worker's user consume {queue!r} (ACCESS_REFUSED):"
+            f" its --tasks patterns do not cover {key}; serve it as a worker user whose"
+            " patterns do (`orbit broker user add --role worker --tasks PATTERN NAME`)",
+        ) from error.__cause__
+
+
+def say_short_timeout(registration: Registration, own_timeout_ms: int) -> None:
+    log.warning(
+        "the services' session timeout is %d ms, this worker's ORBIT_SESSION_TIMEOUT_MS"
+        " %d: connecting again with AMQP heartbeats of %d s (set it as the services do"
+        " to save this)",
+        registration.session_timeout_ms,
+        own_timeout_ms,
+        connection_heartbeat(registration.session_timeout_ms),
+        extra={"action": "worker.reconnect_heartbeat"},
+    )
 
 
 def control_failure(reply: ControlError) -> OrbitError:
@@ -50,7 +101,8 @@ class ControlSession:
     def __init__(
         self, requester: Requester, topology: Topology, request: RegisterWorker, timeout: float
     ) -> None:
-        self._requester = requester
+        self.requester = requester
+        """Sends requests; may be replaced (a new connection) while the session lives."""
         self._topology = topology
         self._request = request
         self._timeout = timeout
@@ -58,7 +110,7 @@ class ControlSession:
         self.registration: Registration | None = None
 
     async def _send(self, request: RegisterWorker | Heartbeat | UnregisterWorker) -> ControlReply:
-        body = await self._requester.request(
+        body = await self.requester.request(
             self._topology.control, CONTROL_KEY, encode(request), self._timeout
         )
         return decode_control_reply(body)

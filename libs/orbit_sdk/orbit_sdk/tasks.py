@@ -20,22 +20,27 @@ import logging
 import typing
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, JsonValue, ValidationError
 from pydantic_core import PydanticSerializationError, to_jsonable_python
 
 from orbit_model.errors import ErrorCode, OrbitError
-from orbit_model.events import TaskFailure
-from orbit_model.messages import ContractAnnouncement
+from orbit_model.outcome_codes import OutcomeCode
+
+if TYPE_CHECKING:
+    # The messages' models are built when a task is announced or run, not when a
+    # module defines one: building them loads pydantic's plugins and the rest.
+    from orbit_model.events import TaskFailure
+    from orbit_model.messages import ContractAnnouncement
 
 log = logging.getLogger("orbit.worker")
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
-TASK_FAILED = ErrorCode.TASK_FAILED
+TASK_FAILED = OutcomeCode.TASK_FAILED
 """The code of a failure from an exception other than :class:`TaskError` (retryable)."""
-INVALID_OUTPUT = ErrorCode.INVALID_OUTPUT
+INVALID_OUTPUT = OutcomeCode.INVALID_OUTPUT
 """The code of a failure from an output that is not JSON data (not retryable)."""
 
 _ATTRIBUTE = "__orbit_task__"
@@ -115,6 +120,8 @@ def _model(hint: Any) -> type[BaseModel] | None:
 
 
 def _failure(code: str, message: str, retryable: bool, details: JsonValue = None) -> TaskOutcome:
+    from orbit_model.events import TaskFailure  # noqa: PLC0415  (see the imports)
+
     return TaskOutcome(
         error=TaskFailure(code=code, message=message, retryable=retryable, details=details)
     )
@@ -154,6 +161,8 @@ class TaskDefinition:
     @property
     def contract(self) -> ContractAnnouncement:
         """The contract announced at registration: JSON Schemas from the models."""
+        from orbit_model.messages import ContractAnnouncement  # noqa: PLC0415  (see the imports)
+
         return ContractAnnouncement(
             task=self.name,
             version=self.version,

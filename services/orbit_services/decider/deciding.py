@@ -16,8 +16,10 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from orbit_model.broker_roles import Sender
+from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.ir import WorkflowIR
 from orbit_model.messages import (
     DeciderInput,
@@ -27,26 +29,26 @@ from orbit_model.messages import (
     TaskAssignment,
     TaskResult,
     Wake,
-    encode,
 )
-from orbit_model.plan import Facts, Plan, Policy, liveness_key, plan
+from orbit_model.plan import Facts, Plan, liveness_key, plan
 from orbit_model.snapshots import snapshot_due
 from orbit_model.state import ExecutionState
 from orbit_model.topology import Topology
 from orbit_model.unreadable import fail_unreadable
+from orbit_sdk.clock import epoch_ms
 from orbit_services.decider.spans import SpanRecorder
 from orbit_services.decider.step_clock import StepClock
 from orbit_services.runtime import metrics
 from orbit_services.runtime.broker import TaskQueues
-from orbit_services.runtime.clock import epoch_ms
+from orbit_services.runtime.senders import SenderBook
 from orbit_services.runtime.settings import Settings
 from orbit_services.store import (
     Append,
     AppendConflict,
-    EventStore,
     HistoryUnreadable,
     OutboxMessage,
     StateCache,
+    Store,
 )
 
 log = logging.getLogger("orbit.decider")
@@ -74,11 +76,40 @@ class _Turn:
     """Why the turn fails the execution, when its history no longer decodes."""
 
 
+_Refused = dict[str, list[tuple[DeciderInput, OrbitError]]]
+"""The inputs each execution of a batch refused, and why."""
+
+
+def _report(refused: _Refused) -> None:
+    """Log each input a committed batch refused; count a result from a user that may not
+    answer its task as a refused message (docs/security.md)."""
+    for execution_id, items in refused.items():
+        for item, error in items:
+            if error.code is ErrorCode.PERMISSION_DENIED:
+                metrics.MESSAGES_REFUSED.labels("decider", item.type, "task_not_covered").inc()
+            log.warning(
+                "%s refused: %s",
+                item.type,
+                error,
+                extra={"action": "input.refused", "execution_id": execution_id},
+            )
+
+
+def _asked_heartbeats(groups: dict[str, list[DeciderInput]]) -> set[str]:
+    """The deliveries whose holder the batch asks after, to read in one query: those of
+    the schedule and heartbeat deadlines come due, and of the lost deliveries reported."""
+    tokens = set()
+    for items in groups.values():
+        for item in items:
+            if (key := liveness_key(item)) is not None:
+                tokens.add(key.subject)
+            if isinstance(item, DeliveryLost):
+                tokens.add(item.token)
+    return tokens
+
+
 def _outbox_message(outgoing: Outgoing) -> OutboxMessage:
-    route = outgoing.route
-    return OutboxMessage(
-        route.exchange, route.routing_key, encode(outgoing.message), outgoing.headers
-    )
+    return OutboxMessage.to(outgoing.route, outgoing.message, outgoing.headers)
 
 
 class Deciding:
@@ -86,7 +117,7 @@ class Deciding:
 
     def __init__(
         self,
-        store: EventStore,
+        store: Store,
         topology: Topology,
         settings: Settings,
         clock: Callable[[], int] = epoch_ms,
@@ -94,16 +125,12 @@ class Deciding:
         *,
         spans: SpanRecorder | None = None,
         task_queues: TaskQueues | None = None,
+        sender_book: SenderBook | None = None,
     ) -> None:
         self.store = store
         self.topology = topology
         self.clock = clock
-        self.policy = Policy(
-            limits=settings.limits,
-            http_adapter_enabled=settings.http_adapter_enabled,
-            max_payload_bytes=settings.max_payload_bytes,
-            max_payload_depth=settings.max_payload_depth,
-        )
+        self.policy = settings.policy
         self.states = StateCache(store, cache_size, keep_terminal=False)
         self.snapshot_every = settings.snapshot_every
         """Events between two snapshots of an execution (``ORBIT_SNAPSHOT_EVERY``)."""
@@ -113,9 +140,14 @@ class Deciding:
         """Turns the committed events into trace spans, if set."""
         self.task_queues = task_queues
         """Declares a contract's task queue before the first task is committed for it."""
+        self.sender_book = sender_book
+        """Tells who sent each result, to take it only from who may answer its task."""
 
-    async def handle(self, inputs: Sequence[DeciderInput]) -> Committed:
-        """Decide on ``inputs`` and commit the outcome; retried on conflicts.
+    async def handle(
+        self, inputs: Sequence[DeciderInput], users: Sequence[str | None] = ()
+    ) -> Committed:
+        """Decide on ``inputs`` and commit the outcome; retried on conflicts. ``users``:
+        the RabbitMQ user that sent each input, where senders are checked.
 
         Raises:
             AppendConflict: Still losing races after several tries (the caller gives
@@ -123,12 +155,17 @@ class Deciding:
             OrbitError: ``UNAVAILABLE`` while Postgres or RabbitMQ is away.
         """
         groups: dict[str, list[DeciderInput]] = {}
-        for item in inputs:
+        speakers: dict[str, list[Sender | None]] = {}
+        book = self.sender_book
+        senders = await book.speakers(inputs, users) if book else [None] * len(inputs)
+        for item, sender in zip(inputs, senders, strict=True):
             groups.setdefault(item.execution_id, []).append(item)
+            speakers.setdefault(item.execution_id, []).append(sender)
         try:
             for _ in range(_MAX_CONFLICT_RETRIES):
                 started = time.perf_counter()
-                turns = await self._decide(groups)
+                refused: _Refused = {}
+                turns = await self._decide(groups, speakers, refused)
                 await self._declare_task_queues(turns)
                 deciding = time.perf_counter()
                 metrics.DECIDER_DECIDE_SECONDS.observe(deciding - started)
@@ -142,6 +179,7 @@ class Deciding:
                     metrics.DECIDER_COMMIT_SECONDS.observe(time.perf_counter() - deciding)
                 metrics.DECIDER_BATCH_INPUTS.observe(len(inputs))
                 self._committed(turns, groups)
+                _report(refused)
                 messages = [message for turn in turns for message in turn.append.outbox]
                 return Committed(ids, messages, sum(len(turn.plan.events) for turn in turns))
             raise AppendConflict(list(groups))
@@ -150,8 +188,14 @@ class Deciding:
             self.states.drop(list(groups))
             raise
 
-    async def _decide(self, groups: dict[str, list[DeciderInput]]) -> list[_Turn]:
-        """Every execution's turn, on states brought up to date as needed."""
+    async def _decide(
+        self,
+        groups: dict[str, list[DeciderInput]],
+        speakers: dict[str, list[Sender | None]],
+        refused: _Refused,
+    ) -> list[_Turn]:
+        """Every execution's turn, on states brought up to date as needed; ``refused``
+        gets the inputs each execution refused, in its last decision."""
         # A cached state is trusted unless an input says the history grew (a Wake):
         # deciding on a stale one either appends events, and loses to the newer
         # events on the unique key (the batch is then re-read and decided again),
@@ -163,6 +207,7 @@ class Deciding:
             and self.states.get(execution_id) is not None
         }
         states, unreadable = await self.states.current_or_unreadable(list(groups), trusted)
+        beats = await self.store.sessions.heartbeats(_asked_heartbeats(groups))
         now = self.clock()
         turns: list[_Turn] = []
         unsure: list[str] = []
@@ -170,7 +215,9 @@ class Deciding:
             if execution_id in unreadable:
                 turn = await self._unreadable_turn(unreadable[execution_id])
             else:
-                turn = await self._turn(states[execution_id], items, now)
+                turn = await self._turn(
+                    states[execution_id], items, now, speakers[execution_id], refused, beats=beats
+                )
             if execution_id in trusted and (turn is None or not turn.plan.events):
                 # Appending no event, it would not lose on the key if stale.
                 unsure.append(execution_id)
@@ -182,28 +229,38 @@ class Deciding:
                 if execution_id in unreadable:
                     turn = await self._unreadable_turn(unreadable[execution_id])
                 else:
-                    turn = await self._turn(fresh[execution_id], groups[execution_id], now)
+                    items = groups[execution_id]
+                    turn = await self._turn(
+                        fresh[execution_id],
+                        items,
+                        now,
+                        speakers[execution_id],
+                        refused,
+                        beats=beats,
+                    )
                 if turn is not None:
                     turns.append(turn)
         return turns
 
     async def _turn(
-        self, state: ExecutionState, items: list[DeciderInput], now: int
+        self,
+        state: ExecutionState,
+        items: list[DeciderInput],
+        now: int,
+        senders: list[Sender | None],
+        refused: _Refused,
+        *,
+        beats: dict[str, int],
     ) -> _Turn | None:
-        """One execution's plan, from the facts I/O must tell it, as an append."""
-        facts = await self._facts(state, items)
+        """One execution's plan, from the facts I/O must tell it, as an append (what it
+        refused put in ``refused``, told once the batch commits)."""
+        facts = replace(await self._facts(state, items, beats), senders=senders)
         decided = plan(state, items, facts, now=now, policy=self.policy, topology=self.topology)
         execution_id = items[0].execution_id
         if decided is None:
             self._dropped(state, execution_id)
             return None
-        for item, error in decided.refused:
-            log.warning(
-                "%s refused: %s",
-                item.type,
-                error,
-                extra={"action": "input.refused", "execution_id": execution_id},
-            )
+        refused[execution_id] = decided.refused
         if not decided.writes:
             return None
         append = Append(
@@ -251,7 +308,10 @@ class Deciding:
         decided = Plan(before, end.state, [end.event], end.messages)
         return _Turn(decided, append, ir, unreadable)
 
-    async def _facts(self, state: ExecutionState, items: list[DeciderInput]) -> Facts:
+    async def _facts(
+        self, state: ExecutionState, items: list[DeciderInput], beats: dict[str, int]
+    ) -> Facts:
+        """What I/O tells an execution's turn; ``beats``: the batch's :func:`_asked_heartbeats`."""
         definition = None
         if state.last_seq > 0:
             definition = await self._definition(state.definition_hash)
@@ -269,18 +329,12 @@ class Deciding:
         parents = (await self.states.current_or_unreadable(parent_ids))[0] if parent_ids else {}
         # Schedule and heartbeat deadlines are judged on who holds the delivery now.
         heartbeats: dict[str, int | None] = {}
-        held: set[str] = set()
         for item in items:
-            key = liveness_key(item)
-            if key is not None:
-                heartbeats[key] = await self.store.sessions.heartbeat_of(key.partition(":")[2])
-            # A report of a lost delivery that an open session still holds (a redelivery
-            # took it, or the report is forged) must not dispatch it a second time.
-            if (
-                isinstance(item, DeliveryLost)
-                and await self.store.sessions.heartbeat_of(item.token) is not None
-            ):
-                held.add(item.token)
+            if (key := liveness_key(item)) is not None:
+                heartbeats[str(key)] = beats.get(key.subject)
+        # A report of a lost delivery that an open session still holds (a redelivery
+        # took it, or the report is forged) must not dispatch it a second time.
+        held = {i.token for i in items if isinstance(i, DeliveryLost) and i.token in beats}
         return Facts(definition, children, heartbeats, parents, frozenset(held))
 
     def _dropped(self, state: ExecutionState, execution_id: str) -> None:

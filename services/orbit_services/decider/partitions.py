@@ -14,7 +14,9 @@ acted on:
   Postgres for longer than the lease) is given up the same way, not released;
 - when no beat has succeeded for most of the lease time, everything is given
   up: another decider may hold those leases soon, and a decider that cannot
-  reach Postgres cannot decide anything anyway.
+  reach Postgres cannot decide anything anyway. A beat that hangs (a silent
+  link) fails after half that time, and no beat renews while RabbitMQ is
+  unreachable: a decider cut off from either gives its partitions up.
 
 Correctness never depends on any of this: the ``(execution_id, seq)`` key of the
 history decides between two deciders that meet. The partition queues keep
@@ -56,6 +58,18 @@ class LeaseTimes:
     def fence_seconds(self) -> float:
         return self.lease_seconds * FENCE_FRACTION
 
+    @property
+    def beat_timeout(self) -> float:
+        """How long one beat may take: half the fence time, so that a beat that hangs
+        (a silent link to Postgres) fails in time for the fence to come when due."""
+        return self.fence_seconds / 2
+
+    @property
+    def amqp_heartbeat_seconds(self) -> int:
+        """The decider's AMQP heartbeat: a frozen or cut-off decider loses its connection,
+        and with it its partitions' queues, within about twice this: a lease."""
+        return max(1, int(self.lease_seconds / 2))
+
 
 Take = Callable[[int], Awaitable[None]]
 GiveUp = Callable[[frozenset[int]], Awaitable[None]]
@@ -72,6 +86,8 @@ class PartitionLeases:
         take: Starts consuming one partition; may raise (it is tried again next beat).
         give_up: Stops consuming partitions, finishes their batch and drops their
             states; never raises.
+        reachable: Whether RabbitMQ is reachable now: while it is not, no beat renews
+            (a decider cut off from RabbitMQ cannot consume its partitions).
     """
 
     def __init__(
@@ -83,6 +99,7 @@ class PartitionLeases:
         *,
         take: Take,
         give_up: GiveUp,
+        reachable: Callable[[], bool] = lambda: True,
     ) -> None:
         self.leases = leases
         self.decider_id = decider_id
@@ -90,6 +107,7 @@ class PartitionLeases:
         self.times = times
         self._take = take
         self._give_up = give_up
+        self._reachable = reachable
         self.consumed: set[int] = set()
         """The partitions whose queues this decider consumes now."""
         self._last_beat = time.monotonic()
@@ -111,23 +129,27 @@ class PartitionLeases:
             await self.beat()
 
     async def beat(self) -> None:
-        """One beat, and what it calls for. Never raises but for cancellation."""
+        """One beat, and what it calls for. Never raises but for cancellation.
+
+        A beat renews only while this decider can do the work the leases give it: it
+        reaches RabbitMQ, and Postgres answers within :attr:`LeaseTimes.beat_timeout`.
+        Otherwise it is missed, and past the fence time everything is given up.
+        """
+        if not self._reachable():
+            await self._missed("RabbitMQ is not reachable")
+            return
         try:
-            beat = await self.leases.beat(
-                self.decider_id, self.partitions, self.times.lease_seconds
-            )
+            async with asyncio.timeout(self.times.beat_timeout):
+                beat = await self.leases.beat(
+                    self.decider_id, self.partitions, self.times.lease_seconds
+                )
+        except TimeoutError:
+            await self._missed("Postgres did not answer the beat in time")
+            return
         except OrbitError as error:
             if error.code is not ErrorCode.UNAVAILABLE:
                 log.exception("a lease beat failed", extra={"action": "decider.beat_failed"})
-            silent = time.monotonic() - self._last_beat
-            if silent > self.times.fence_seconds and self.consumed:
-                log.warning(
-                    "no lease beat for %.1f s: giving up partitions %s",
-                    silent,
-                    sorted(self.consumed),
-                    extra={"action": "decider.fenced"},
-                )
-                await self._stop_consuming(frozenset(self.consumed))
+            await self._missed(error.message)
             return
         self._last_beat = time.monotonic()
         lost = frozenset(self.consumed - beat.held)
@@ -152,6 +174,20 @@ class PartitionLeases:
             self.consumed.add(partition)
             metrics.DECIDER_HANDOVERS.labels("taken").inc()
         await self._give_back_extra(beat.held, beat.share)
+
+    async def _missed(self, why: str) -> None:
+        """A beat did not renew: past the fence time without one, give everything up (the
+        leases lapse, and another decider may hold them soon)."""
+        silent = time.monotonic() - self._last_beat
+        if silent > self.times.fence_seconds and self.consumed:
+            log.warning(
+                "no lease beat for %.1f s (%s): giving up partitions %s",
+                silent,
+                why,
+                sorted(self.consumed),
+                extra={"action": "decider.fenced"},
+            )
+            await self._stop_consuming(frozenset(self.consumed))
 
     async def _give_back_extra(self, held: frozenset[int], share: int) -> None:
         """Give back what exceeds the share: the highest partitions, so that who holds

@@ -36,35 +36,31 @@ from aio_pika.abc import (
 from orbit_model.broker_roles import Role
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.messages import DeciderInput, MalformedMessage, decode_decider_input
-from orbit_sdk.amqp import Publisher, connect, open_channel, translated
+from orbit_sdk.amqp import Publisher, connect, is_up, open_channel, translated
 from orbit_sdk.logs import LogThrottle
 from orbit_services.decider.deciding import Committed, Deciding
 from orbit_services.decider.partitions import LeaseTimes, PartitionLeases
 from orbit_services.decider.spans import SpanRecorder
 from orbit_services.runtime import metrics
 from orbit_services.runtime.broker import TaskQueues, consume, declare_topology, give_back, park
+from orbit_services.runtime.clock import PostgresClock
+from orbit_services.runtime.host import Host, cancel
 from orbit_services.runtime.metrics import MetricsEndpoint
-from orbit_services.runtime.senders import Senders, check_identity
+from orbit_services.runtime.senders import SenderBook, Senders, check_identity
 from orbit_services.runtime.settings import Settings
 from orbit_services.store import EventStore
+from orbit_services.store.leases import LeaseStore
 from orbit_services.store.outbox import OutboxRelay
 
 log = logging.getLogger("orbit.decider")
-
-
-TRANSIENT = frozenset({ErrorCode.UNAVAILABLE, ErrorCode.CONFLICT})
-"""Postgres or RabbitMQ away for a while (the store and the broker say so, having
-translated their drivers' errors), or a race lost too often: try again later."""
-
-
-def _transient(error: BaseException) -> bool:
-    return isinstance(error, OrbitError) and error.code in TRANSIENT
 
 
 _SETTLE_AHEAD = 4
 """Committed batches the decider may be ahead of their publishing."""
 _SETTLE_TIMEOUT = 10.0
 """Seconds stopping waits for committed batches to be published and acked."""
+_CANCEL_TIMEOUT = 2.0
+"""Seconds a consumer's cancel may take before the partition is given up regardless."""
 
 
 class _Stopping(OrbitError):
@@ -110,66 +106,112 @@ class DeciderService:
         self._consumers: dict[int, ConsumerTag] = {}
         """The partitions consumed now, with their consumer tags."""
         self._consuming: AbstractChannel | None = None
-        self._leases: PartitionLeases | None = None
-        self._beats: asyncio.Task[None] | None = None
-        self._connection: AbstractRobustConnection | None = None
-        self._store: EventStore | None = None
+        self._host = Host(self.name)
         self._deciding: Deciding | None = None
         self._relay: OutboxRelay | None = None
-        self._stopping = False
         self._busy = asyncio.Lock()
         """Held while a batch is decided and committed: stop() waits for it."""
         self.batches = 0
         """Batches committed so far (for tests and metrics)."""
         self._metrics = MetricsEndpoint(settings.metrics_port, settings.http_host)
-        self._spans: SpanRecorder | None = None
         self._deferrals = LogThrottle(log)
         """While Postgres or RabbitMQ is away every batch is deferred: one line per 10 s."""
         self._senders = Senders(settings, "decider")
 
     async def start(self) -> None:
+        """Connect, declare the topology, claim partitions and consume them; return once serving.
+
+        Raises:
+            OrbitError: ``UNAVAILABLE`` when Postgres or RabbitMQ cannot be
+                reached (nothing is left open).
+        """
+        await self._host.start(self._start)
+
+    async def _start(self, host: Host) -> None:
         settings = self.settings
         check_identity(settings, Role.DECIDER)
-        self._store = await EventStore.connect(settings.database_url)
-        self._connection = await connect(settings.amqp_url)
+        times = LeaseTimes(settings.decider_lease_ms / 1000)
+        # A statement that takes a lease is given up (UNAVAILABLE: the batch is tried
+        # again later): on a silent link it would hold the batch, and with it the
+        # unacked inputs of partitions this decider is giving up, for as long as TCP waits.
+        store = await host.acquire(
+            "postgres",
+            EventStore.connect(settings.database_url, timeout=times.lease_seconds),
+            lambda store: store.close,
+        )
+        # Heartbeats within the lease: a decider frozen or cut off from RabbitMQ loses
+        # its connection, and the queues of its partitions, about when its leases lapse.
+        connection = await host.acquire(
+            "rabbitmq",
+            connect(settings.amqp_url, times.amqp_heartbeat_seconds),
+            lambda connection: connection.close,
+        )
         # After a reconnect the cached states may predate what others wrote meanwhile.
-        self._connection.reconnect_callbacks.add(self._reconnected)
-        publishing = await open_channel(self._connection)
+        connection.reconnect_callbacks.add(self._reconnected)
+        publishing = await open_channel(connection)
         await declare_topology(publishing, self.topology)
-        self._relay = OutboxRelay(self._store.outbox, Publisher(publishing), service=self.name)
-        self._spans = SpanRecorder.from_endpoint(settings.otlp_endpoint)
+        self._relay = OutboxRelay(store.outbox, Publisher(publishing), service=self.name)
+        spans = SpanRecorder.from_endpoint(settings.otlp_endpoint)
+        if spans is not None:
+            host.on_stop("spans", lambda: _shut_down(spans))
         # Declarations get a channel of their own: a refused declare closes its channel.
-        declaring = await open_channel(self._connection)
+        declaring = await open_channel(connection)
+        # Every time the decider compares (a timer's due time, a heartbeat's age) is
+        # Postgres's, so that no process's own clock matters (runtime.clock).
+        clock = PostgresClock(store.now_ms)
+        await clock.sync()
         self._deciding = Deciding(
-            self._store,
+            store,
             self.topology,
             settings,
-            spans=self._spans,
+            clock=clock.now,
+            spans=spans,
             task_queues=TaskQueues(declaring, self.topology),
+            sender_book=SenderBook(settings.namespace, store.worker_users.tasks_of),
         )
-        self._consuming = await open_channel(self._connection, prefetch=settings.decider_batch_size)
+        self._consuming = await open_channel(connection, prefetch=settings.decider_batch_size)
         self._tasks = [
             asyncio.create_task(self._decide_forever(), name="decider.batches"),
             asyncio.create_task(self._settle_forever(), name="decider.settle"),
-            asyncio.create_task(self._relay.run_sweeper(), name="decider.outbox"),
         ]
-        self._leases = PartitionLeases(
-            self._store.leases,
-            self.decider_id,
-            self.topology.partitions,
-            LeaseTimes(settings.decider_lease_ms / 1000),
-            take=self._take,
-            give_up=self._give_up,
-        )
-        await self._leases.start()
-        self._beats = asyncio.create_task(self._leases.run(), name="decider.leases")
+        host.on_stop("the batches in hand", self._finish_batches)
+        host.run(self._relay.run_sweeper(), "decider.outbox")
+        host.run(clock.run(), "decider.clock")
+        await self._start_leases(host, times, connection)
         self._metrics.start()
+        host.on_stop("metrics", self._metrics.stop)
         log.info(
             "decider %s consumes partitions %s",
             self.decider_id,
             sorted(self._consumers),
             extra={"action": "decider.started"},
         )
+
+    async def _start_leases(
+        self, host: Host, times: LeaseTimes, connection: AbstractRobustConnection
+    ) -> None:
+        """Take a first share of the partitions and beat from now on. The beats run on a
+        pool of their own, bounded by the fence: never behind a batch, never hung on a
+        silent link to Postgres; and none renews while ``connection`` is down."""
+        lease_store = await host.acquire(
+            "the leases' pool",
+            LeaseStore.open(self.settings.database_url, times.beat_timeout),
+            lambda lease_store: lease_store.close,
+        )
+        leases = PartitionLeases(
+            lease_store,
+            self.decider_id,
+            self.topology.partitions,
+            times,
+            take=self._take,
+            give_up=self._give_up,
+            reachable=lambda: is_up(connection),
+        )
+        # Stops consuming, finishes the batch, leaves: the others take over at once.
+        # Registered before they are taken: a start that fails after taking some gives them up.
+        host.on_stop("the partitions", leases.stop)
+        await leases.start()
+        host.run(leases.run(), "decider.leases")
 
     @property
     def partitions(self) -> frozenset[int]:
@@ -203,8 +245,11 @@ class DeciderService:
         for partition in partitions:
             tag = self._consumers.pop(partition, None)
             if tag is not None:
-                with contextlib.suppress(Exception):  # a closed channel consumes nothing
-                    await self._queues[partition].cancel(tag)
+                # A closed channel consumes nothing; a silent one never answers the cancel
+                # (the broker drops its consumer with its connection, on the heartbeats).
+                with contextlib.suppress(Exception):
+                    async with asyncio.timeout(_CANCEL_TIMEOUT):
+                        await self._queues[partition].cancel(tag)
         metrics.DECIDER_PARTITIONS.set(len(self._consumers))
         async with self._busy:
             kept: list[_Received] = []
@@ -338,11 +383,19 @@ class DeciderService:
         delay = 0.05
         while True:
             try:
-                return await self._deciding.handle([received.input for received in batch])
+                return await self._deciding.handle(
+                    [received.input for received in batch],
+                    # Where senders are checked, a result only from who may answer its task.
+                    [received.message.user_id for received in batch]
+                    if self._senders.checked
+                    else (),
+                )
             except OrbitError as error:
-                if not _transient(error):
+                # Postgres or RabbitMQ away for a while, or a race lost too often: try
+                # again later.
+                if not error.is_transient:
                     raise
-                if self._stopping or any(
+                if self._host.stopping or any(
                     received.partition not in self._consumers for received in batch
                 ):
                     raise _Stopping from error  # or given up: another decider takes it
@@ -389,37 +442,29 @@ class DeciderService:
                 log.warning("ack failed: %r", error, extra={"action": "decide.ack_failed"})
 
     async def stop(self) -> None:
-        self._stopping = True
-        await self._metrics.stop()
-        if self._beats is not None:
-            self._beats.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._beats
-        if self._leases is not None:
-            # Stops consuming, finishes the batch, leaves: the others take over at once.
-            await self._leases.stop()
-        # Let the batch in hand finish and what is committed be published and acked,
-        # then give back what was received but not decided.
+        """Give up the partitions, finish the batch in hand, close every connection."""
+        await self._host.stop()
+
+    async def _finish_batches(self) -> None:
+        """Let the batch in hand finish and what is committed be published and acked,
+        then give back what was received but not decided."""
         async with self._busy:
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(_SETTLE_TIMEOUT):
                     await self._committed.join()
             for task in self._tasks:
-                task.cancel()
-            for task in self._tasks:
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
+                await cancel(task)
+        self._tasks = []
         while not self._inbox.empty():
             received = self._inbox.get_nowait()
             with contextlib.suppress(Exception):
                 await received.message.nack(requeue=True)
-        if self._connection is not None:
-            await self._connection.close()
-        if self._store is not None:
-            await self._store.close()
-        if self._spans is not None:
-            with contextlib.suppress(Exception):
-                await asyncio.to_thread(self._spans.shutdown)
+
+
+async def _shut_down(spans: SpanRecorder) -> None:
+    """Send the spans still buffered (in a thread: the exporter blocks)."""
+    with contextlib.suppress(Exception):
+        await asyncio.to_thread(spans.shutdown)
 
 
 async def _requeue(received: _Received) -> None:

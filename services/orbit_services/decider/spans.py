@@ -46,6 +46,7 @@ from orbit_model.events import (
     WorkflowCreated,
     WorkflowStarted,
 )
+from orbit_model.shown_tokens import shown_token
 from orbit_model.state import ExecutionState
 from orbit_model.trace_ids import attempt_span_id, execution_span_id, trace_id
 from orbit_model.units import parse_unit
@@ -187,7 +188,7 @@ class SpanRecorder:
                 "orbit.unit": unit,
                 "orbit.step": _step_of(unit),
                 "orbit.attempt": opened.attempt,
-                "orbit.token": opened.token,
+                "orbit.token": shown_token(opened.token),  # never its MAC
                 "orbit.redelivery": opened.redelivery,
                 "orbit.outcome": outcome,
             }

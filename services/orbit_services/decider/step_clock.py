@@ -26,6 +26,7 @@ from orbit_model.events import (
 from orbit_model.ir import WorkflowIR
 from orbit_model.state import ExecutionState
 from orbit_model.steps import unit_call
+from orbit_sdk.clock import epoch_ms
 from orbit_services.runtime.metrics import (
     EXECUTIONS_FINISHED,
     EXECUTIONS_STARTED,
@@ -84,7 +85,7 @@ class StepClock:
     ) -> None:
         """Count the events one append committed (``before`` → ``state``)."""
         at = time.monotonic() if now is None else now
-        wall_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        wall_ms = epoch_ms() if now_ms is None else now_ms
         workflow = state.workflow
         execution_id = state.execution_id
         for event in events:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 
-from orbit_model.broker_roles import Role, may_serve
+from orbit_model.broker_roles import Role, covers, may_serve
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.ir import HTTP_CONTRACT_VERSION, HTTP_TASK, WORKFLOW_TASK_PREFIX
 from orbit_model.messages import (
@@ -106,18 +106,49 @@ def check_registration(request: RegisterWorker, *, builtin_allowed: bool) -> Non
             )
 
 
+def check_permitted(request: RegisterWorker, user: str, patterns: Sequence[str] | None) -> None:
+    """Refuse the contracts whose queues the worker's RabbitMQ ``user`` may not read, as
+    its task ``patterns`` say (None: none are recorded, so nothing is checked); else
+    RabbitMQ refuses the consume, which closes the worker's channel.
+
+    Raises:
+        OrbitError: ``TASK_NOT_PERMITTED``, naming the contracts and the patterns.
+    """
+    if patterns is None:
+        return
+    outside = [
+        task_key(contract.task, contract.version)
+        for contract in request.contracts
+        if not covers(patterns, contract.task)
+    ]
+    if outside:
+        raise OrbitError(
+            ErrorCode.TASK_NOT_PERMITTED,
+            f"RabbitMQ user {user!r} may read only the task queues of its --tasks patterns"
+            f" ({', '.join(patterns)}), so it could not consume {', '.join(outside)}: serve"
+            " them as a worker user whose patterns cover them (`orbit broker user add"
+            " --role worker --tasks PATTERN NAME` sets a user's patterns)",
+        )
+
+
 def contract_warnings(
     contracts: Iterable[ContractAnnouncement], in_use: Mapping[str, set[str]]
 ) -> list[str]:
-    """A warning for each contract announced at a version no registered workflow calls.
-
-    A task no workflow calls at all gets none: its workflows may simply not be
-    deployed yet.
-    """
+    """A warning for each contract that no registered workflow calls: its task at no
+    version (a misspelt name, or workflows not registered yet: the warning says both),
+    or at other versions only. Orbit's built-in tasks get none (they serve http steps)."""
     warnings = []
     for contract in contracts:
+        if contract.task.startswith(RESERVED_TASK_PREFIX):
+            continue
         versions = in_use.get(contract.task)
-        if versions and contract.version not in versions:
+        if not versions:
+            warnings.append(
+                f"'{contract.task}' (version {contract.version}) is called by no registered"
+                " workflow: check its name; its tasks reach this worker once a workflow that"
+                " calls it is registered"
+            )
+        elif contract.version not in versions:
             warnings.append(
                 f"'{contract.task}' is announced at version {contract.version}, but registered"
                 f" workflows call it at {', '.join(sorted(versions))}; no task of theirs"
@@ -209,11 +240,14 @@ class ControlHandler:
         """The executions whose tasks workers hold, as of their last heartbeat: a
         heartbeat reads only the events appended since, not whole histories."""
 
-    async def handle(self, request: ControlRequest, sender: Role | None = None) -> ControlReply:
-        """Answer ``request`` from a user of role ``sender`` (None: unknown, or shared mode)."""
+    async def handle(
+        self, request: ControlRequest, sender: Role | None = None, user: str | None = None
+    ) -> ControlReply:
+        """Answer ``request`` from the RabbitMQ ``user``, of role ``sender`` (None: unknown,
+        or shared mode)."""
         try:
             if isinstance(request, RegisterWorker):
-                return await self.register(request, sender)
+                return await self.register(request, sender, user)
             if isinstance(request, Heartbeat):
                 return await self.heartbeat(request)
             return await self.unregister(request)
@@ -228,7 +262,9 @@ class ControlHandler:
                 )
             return control_error(error)
 
-    async def register(self, request: RegisterWorker, sender: Role | None = None) -> Registration:
+    async def register(
+        self, request: RegisterWorker, sender: Role | None = None, user: str | None = None
+    ) -> Registration:
         # Built-in tasks are the HTTP adapter's: known by its RabbitMQ user, which no
         # one else can log in as; only with one user for all, by what it says it is.
         builtin_allowed = (
@@ -237,6 +273,8 @@ class ControlHandler:
             else request.runtime == BUILTIN_RUNTIME
         )
         check_registration(request, builtin_allowed=builtin_allowed)
+        if self._users_checked and sender is Role.WORKER and user:
+            check_permitted(request, user, await self._store.worker_users.tasks_of(user))
         warnings = contract_warnings(request.contracts, await self._store.task_versions_in_use())
         queues = {}
         for contract in request.contracts:

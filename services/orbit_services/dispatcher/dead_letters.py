@@ -7,7 +7,10 @@ execution depends on (:func:`orbit_model.parked.notice_for`), the decider is
 sent a :class:`~orbit_model.messages.MessageParked`: a parked task
 assignment fails its attempt with ``DELIVERY_LIMIT_EXCEEDED``, naming the
 last worker that held it, so the step's retry policy applies instead of the
-execution waiting for ever.
+execution waiting for ever. With a RabbitMQ user per role, a parked message
+is reported only if its sender (its AMQP ``user_id``, kept as RabbitMQ
+parks it) could have sent it there (:func:`orbit_model.parked.may_report`):
+a client's result-shaped body sent to ``NS.commands`` fails no attempt.
 
 A report is acked once the notice is confirmed. While Postgres or RabbitMQ
 is away it is tried again, unacked, until it goes through; one that fails
@@ -24,12 +27,14 @@ from typing import TypeVar
 
 from aio_pika.abc import AbstractIncomingMessage
 
+from orbit_model.broker_roles import role_of
 from orbit_model.errors import ErrorCode, OrbitError
-from orbit_model.messages import MessageParked, encode
-from orbit_model.parked import death_of, notice_for
+from orbit_model.messages import MessageParked
+from orbit_model.parked import Death, death_of, may_report, notice_for
 from orbit_model.topology import Topology
 from orbit_sdk.logs import LogThrottle
 from orbit_services.runtime import metrics
+from orbit_services.runtime.senders import sender_of
 from orbit_services.store import OutboxMessage
 from orbit_services.store.sessions import SessionStore
 
@@ -65,13 +70,19 @@ class DeadLetterReporter:
         topology: Routes each notice to its execution's partition.
         sessions: Who held a parked task last.
         publish: Sends notices to the decider, confirmed.
+        checked: Whether senders are checked (a RabbitMQ user per role): a parked
+            message is then reported only if its sender could have sent it.
     """
 
-    def __init__(self, topology: Topology, sessions: SessionStore, publish: Publish) -> None:
+    def __init__(
+        self, topology: Topology, sessions: SessionStore, publish: Publish, checked: bool = False
+    ) -> None:
         self._topology = topology
         self._sessions = sessions
         self._publish = publish
+        self._checked = checked
         self._failures = LogThrottle(log)
+        self._refusals = LogThrottle(log)
         self._task_queue_prefix = topology.task_queue("", "")[:-1]
 
     async def on_message(self, message: AbstractIncomingMessage) -> None:
@@ -116,15 +127,40 @@ class DeadLetterReporter:
             )
             metrics.PARKED_REPORTS.labels("none", "ignored").inc()
             return None
+        if self._checked and not self._sent_by_who_may(message, death, notice):
+            return None
+        # The decider holds a parked result's sender to its task, as a result's.
+        notice = notice.model_copy(update={"sender": message.user_id})
         token = notice.token
         if notice.message_type == "TaskAssignment" and token is not None:
             worker_id = await self._retrying(lambda: self._sessions.last_holder(token))
             notice = notice.model_copy(update={"worker_id": worker_id})
         return notice
 
+    def _sent_by_who_may(
+        self, message: AbstractIncomingMessage, death: Death, notice: MessageParked
+    ) -> bool:
+        """Whether the parked message's sender could have sent it where it was parked;
+        if not, it is counted (``refused``) and logged, at most once per 10 s."""
+        role = role_of(self._topology.namespace, message.user_id)
+        if may_report(self._topology, death, notice.message_type, role):
+            return True
+        kind = notice.message_type if notice.message_type in KNOWN_TYPES else "other"
+        metrics.PARKED_REPORTS.labels(kind, "refused").inc()
+        self._refusals.log(
+            logging.WARNING,
+            kind,
+            "a %s parked by %s was sent by %s, who could not have sent it there; its"
+            " execution is not told",
+            notice.message_type,
+            death.queue,
+            sender_of(message.user_id),
+            extra={"action": "parked.refused", "queue": death.queue},
+        )
+        return False
+
     async def _send(self, notice: MessageParked) -> None:
-        route = self._topology.decider_route(notice.execution_id)
-        message = OutboxMessage(route.exchange, route.routing_key, encode(notice))
+        message = OutboxMessage.to(self._topology.decider_route(notice.execution_id), notice)
         await self._retrying(lambda: self._publish([message]))
         log.warning(
             "%s of execution %s was parked by %s (%s); its execution was told",

@@ -15,12 +15,11 @@ is wiring.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
 import socket
 import uuid
-from collections.abc import Awaitable, Sequence
+from collections.abc import Sequence
 
 from aio_pika.abc import (
     AbstractChannel,
@@ -39,13 +38,13 @@ from orbit_model.messages import (
     DeliveryLost,
     MalformedMessage,
     decode_control_request,
-    encode,
 )
-from orbit_sdk.amqp import Publisher, connect, open_channel
+from orbit_sdk.amqp import Publisher, connect, open_channel, settle
 from orbit_services.dispatcher.control import ControlHandler, control_error
 from orbit_services.dispatcher.dead_letters import DeadLetterReporter
 from orbit_services.runtime import metrics
-from orbit_services.runtime.broker import TaskQueues, consume, declare_topology
+from orbit_services.runtime.broker import TaskQueues, consume, declare_topology, reply
+from orbit_services.runtime.host import Host
 from orbit_services.runtime.metrics import MetricsEndpoint
 from orbit_services.runtime.senders import Senders, check_identity
 from orbit_services.runtime.settings import Settings
@@ -105,8 +104,7 @@ class DispatcherService:
         self._inflight = _InFlight()
         self._metrics = MetricsEndpoint(settings.metrics_port, settings.http_host)
         self._senders = Senders(settings, "dispatcher")
-        self._counting: asyncio.Task[None] | None = None
-        self._beating: asyncio.Task[None] | None = None
+        self._host = Host(self.name)
         self._control_channel: AbstractChannel | None = None
         self.dispatcher_id = f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:6]}"
         """Names this dispatcher in the ``dispatchers`` table."""
@@ -118,16 +116,16 @@ class DispatcherService:
             OrbitError: ``UNAVAILABLE`` when Postgres or RabbitMQ cannot be
                 reached (nothing is left open).
         """
-        try:
-            await self._start()
-        except BaseException:
-            await self.stop()
-            raise
+        await self._host.start(self._start)
 
-    async def _start(self) -> None:
+    async def _start(self, host: Host) -> None:
         check_identity(self.settings, Role.DISPATCHER)
-        self._store = store = await EventStore.connect(self.settings.database_url)
-        self._connection = connection = await connect(self.settings.amqp_url)
+        self._store = store = await host.acquire(
+            "postgres", EventStore.connect(self.settings.database_url), lambda store: store.close
+        )
+        self._connection = connection = await host.acquire(
+            "rabbitmq", connect(self.settings.amqp_url), lambda connection: connection.close
+        )
         # Queue declarations and lost-task notices get a channel of their own: a
         # refused declare closes its channel, and must not take the consumer along.
         declaring = await open_channel(connection)
@@ -145,26 +143,28 @@ class DispatcherService:
             users_checked=self._senders.checked,
         )
         self._sessions = store.sessions
-        self._counting = asyncio.create_task(self._count_sessions(), name="dispatcher.sessions")
-        reports = DeadLetterReporter(self.topology, store.sessions, self._notices.publish_many)
+        host.run(self._count_sessions(), "dispatcher.sessions")
+        reports = DeadLetterReporter(
+            self.topology, store.sessions, self._notices.publish_many, self._senders.checked
+        )
         # Reports get their own channel: one waiting out an outage holds no control request.
         reports_channel = await open_channel(connection, 8)
-        self._consumers = [
-            await consume(control_channel, self.topology.control, self._on_control),
-            await consume(reports_channel, self.topology.dead_letter_reports, reports.on_message),
-        ]
-        self._beating = asyncio.create_task(self._beat(), name="dispatcher.beat")
+        host.on_stop("consumers", self._stop_consuming)
+        self._consumers.append(
+            await consume(control_channel, self.topology.control, self._on_control)
+        )
+        self._consumers.append(
+            await consume(reports_channel, self.topology.dead_letter_reports, reports.on_message)
+        )
+        host.run(self._beat(), "dispatcher.beat")
         self._metrics.start()
+        host.on_stop("metrics", self._metrics.stop)
 
     async def stop(self) -> None:
         """Stop consuming, let answers in flight end, close."""
-        await self._metrics.stop()
-        for task in (self._counting, self._beating):
-            if task is not None:
-                task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await task
-        self._counting = self._beating = None
+        await self._host.stop()
+
+    async def _stop_consuming(self) -> None:
         for queue, tag in self._consumers:
             try:
                 await queue.cancel(tag)
@@ -174,12 +174,6 @@ class DispatcherService:
         await asyncio.sleep(0)  # deliveries already read start their handlers
         if not await self._inflight.drained(self.stop_timeout):
             log.warning("stopping with messages in flight; the broker will redeliver them")
-        if self._connection is not None:
-            await self._connection.close()
-            self._connection = None
-        if self._store is not None:
-            await self._store.close()
-            self._store = None
 
     async def _count_sessions(self) -> None:
         """Keep ``orbit_worker_sessions_online`` up to date: sessions also end in the
@@ -227,25 +221,15 @@ class DispatcherService:
 
     async def _on_control(self, message: AbstractIncomingMessage) -> None:
         with self._inflight:
-            reply: ControlReply
+            answer: ControlReply
             try:
                 request = decode_control_request(message.body)
             except MalformedMessage as error:
-                reply = control_error(error)
+                answer = control_error(error)
             else:
-                reply = await self._answer(message, request)
-            if message.reply_to:
-                try:
-                    await self._replies.publish(
-                        "",
-                        message.reply_to,
-                        encode(reply),
-                        correlation_id=message.correlation_id,
-                        persistent=False,
-                    )
-                except Exception as error:
-                    log.warning("answering a control request failed: %r", error)
-            await _settle(message.ack())
+                answer = await self._answer(message, request)
+            await reply(self._replies, message, answer, action="control.reply_failed")
+            await settle(message.ack(), log)
 
     async def _answer(
         self, message: AbstractIncomingMessage, request: ControlRequest
@@ -254,12 +238,18 @@ class DispatcherService:
             return control_error(
                 OrbitError(
                     ErrorCode.PERMISSION_DENIED,
-                    f"RabbitMQ user {message.user_id!r} may not send {request.type}: workers"
-                    " connect as worker users (`orbit broker user add --role worker`)",
+                    self._senders.refusal(
+                        message,
+                        request.type,
+                        "workers log in as worker users: `orbit broker user add --role worker`",
+                        request.v,
+                    ),
                 )
             )
         try:
-            reply = await self._control.handle(request, self._senders.role(message))
+            reply = await self._control.handle(
+                request, self._senders.role(message), message.user_id
+            )
             if request.type != "Heartbeat":
                 await self._refresh_sessions()
         except Exception as error:
@@ -278,16 +268,6 @@ class DispatcherService:
         return reply
 
     async def _publish_lost(self, notices: Sequence[DeliveryLost]) -> None:
-        messages = []
-        for notice in notices:
-            route = self.topology.decider_route(notice.execution_id)
-            messages.append(OutboxMessage(route.exchange, route.routing_key, encode(notice)))
-        await self._notices.publish_many(messages)
-
-
-async def _settle(outcome: Awaitable[object]) -> None:
-    """Await an ack or nack; if the channel is gone the broker redelivers anyway."""
-    try:
-        await outcome
-    except Exception as error:
-        log.warning("settling a message failed: %r", error, extra={"action": "message.unsettled"})
+        await self._notices.publish_many(
+            [OutboxMessage.to(self.topology.decider_route(n.execution_id), n) for n in notices]
+        )

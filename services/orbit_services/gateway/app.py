@@ -12,21 +12,24 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.openapi.utils import get_openapi
 
 from orbit_model.errors import ErrorCode, OrbitError
-from orbit_services.gateway.auth import (
+from orbit_services.gateway.api.executions import Executions
+from orbit_services.gateway.api.routes import api_router
+from orbit_services.gateway.api.schemas import ErrorResponse, Health
+from orbit_services.gateway.api.token_routes import token_router
+from orbit_services.gateway.console.front import OPEN_PATHS as FRONT_PATHS
+from orbit_services.gateway.console.front import mount_front
+from orbit_services.gateway.console.mount import mount_console
+from orbit_services.gateway.edge.auth import (
     AUTH_DISABLED_WARNING,
     OPEN_PATHS,
     Authenticate,
     check_token,
     grant_of,
 )
-from orbit_services.gateway.console.mount import mount_console
+from orbit_services.gateway.edge.guard import ENVELOPE_BYTES, BodyGuard
+from orbit_services.gateway.edge.hosts import HostGuard
+from orbit_services.gateway.edge.jwt_auth import JwtVerifier
 from orbit_services.gateway.errors import install_error_handlers
-from orbit_services.gateway.executions import Executions
-from orbit_services.gateway.guard import ENVELOPE_BYTES, BodyGuard, HostGuard
-from orbit_services.gateway.jwt_auth import JwtVerifier
-from orbit_services.gateway.routes import api_router
-from orbit_services.gateway.schemas import ErrorResponse, Health
-from orbit_services.gateway.token_routes import token_router
 from orbit_services.runtime import metrics
 from orbit_services.runtime.settings import Settings
 
@@ -58,7 +61,13 @@ def create_app(executions: Executions, checks: Mapping[str, Check] | None = None
         checks: Readiness probes by name (e.g. ``postgres``, ``rabbitmq``);
             ``/readyz`` answers 503 ``UNAVAILABLE`` unless all of them pass.
     """
-    app = FastAPI(title="Orbit gateway", version=_version(), description=_DESCRIPTION)
+    app = FastAPI(
+        title="Orbit gateway",
+        version=_version(),
+        description=_DESCRIPTION,
+        docs_url=None,  # served by mount_front, with no CDN
+        redoc_url=None,
+    )
     install_error_handlers(app)
     settings = executions.settings
     payload = settings.max_payload_bytes
@@ -68,7 +77,7 @@ def create_app(executions: Executions, checks: Mapping[str, Check] | None = None
     # Added last, run first: the Host check, then the token, then the body's type and size.
     app.add_middleware(BodyGuard, max_body_bytes=limit)
     auth_on = settings.auth != "disabled"
-    open_paths = OPEN_PATHS | ({"/metrics"} if settings.metrics_public else set())
+    open_paths = OPEN_PATHS | FRONT_PATHS | ({"/metrics"} if settings.metrics_public else set())
     jwts = _jwt_verifier(settings) if auth_on else None
     app.add_middleware(
         Authenticate,
@@ -100,6 +109,7 @@ def create_app(executions: Executions, checks: Mapping[str, Check] | None = None
         executions,
         (lambda token: check_token(tokens, jwts, token)) if auth_on else None,
     )
+    mount_front(app)
     app.openapi = lambda: _openapi(app, None if not auth_on else open_paths)  # type: ignore[method-assign]
     return app
 

@@ -8,16 +8,20 @@ import logging
 from collections.abc import Iterator
 
 import uvicorn
-from aio_pika.abc import AbstractQueue, AbstractRobustConnection
+from aio_pika.abc import AbstractQueue, AbstractRobustConnection, ConsumerTag
+from fastapi import FastAPI
 
 from orbit_model.broker_roles import Role
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_sdk.amqp import Publisher, connect, open_channel
+from orbit_sdk.cli.hints import orbit_command
+from orbit_services.gateway.api.commands import CommandIntake
+from orbit_services.gateway.api.executions import Executions
 from orbit_services.gateway.app import create_app
-from orbit_services.gateway.auth import AUTH_DISABLED_WARNING
-from orbit_services.gateway.commands import CommandIntake
-from orbit_services.gateway.executions import Executions
+from orbit_services.gateway.edge.auth import AUTH_DISABLED_WARNING
+from orbit_services.runtime import http_server
 from orbit_services.runtime.broker import consume, declare_topology
+from orbit_services.runtime.host import Host
 from orbit_services.runtime.senders import Senders, check_identity
 from orbit_services.runtime.settings import Settings
 from orbit_services.store import EventStore
@@ -46,7 +50,9 @@ async def _serve(server: uvicorn.Server) -> None:
         # uvicorn exits the process when it cannot listen; here that is an error to raise.
         config = server.config
         raise OrbitError(
-            ErrorCode.UNAVAILABLE, f"the gateway cannot listen on {config.host}:{config.port}"
+            ErrorCode.UNAVAILABLE,
+            f"the gateway cannot listen on {config.host}:{config.port} (taken by another"
+            " process?); ORBIT_HTTP_PORT and ORBIT_HTTP_HOST say where it listens",
         ) from None
 
 
@@ -66,7 +72,8 @@ async def _say_how_requests_are_authenticated(settings: Settings, store: EventSt
     if await store.tokens.usable() == 0:
         log.warning(
             "no API token exists yet, so every request will be refused with 401;"
-            " make one with: orbit token create --name admin --scope admin",
+            " make one with: %s token create --name admin --scope admin",
+            orbit_command(),
             extra={"action": "gateway.no_tokens"},
         )
 
@@ -79,14 +86,8 @@ class GatewayService:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.topology = settings.topology
-        self._store: EventStore | None = None
-        self._connection: AbstractRobustConnection | None = None
-        self._sweeper: asyncio.Task[None] | None = None
-        self._executions: Executions | None = None
+        self._host = Host(self.name)
         self._server: uvicorn.Server | None = None
-        self._serving: asyncio.Task[None] | None = None
-        self._intake: CommandIntake | None = None
-        self._consumer: tuple[AbstractQueue, str] | None = None
 
     @property
     def port(self) -> int:
@@ -102,40 +103,70 @@ class GatewayService:
             OrbitError: ``UNAVAILABLE`` when Postgres or RabbitMQ cannot be
                 reached, or the HTTP port cannot be bound (nothing is left open).
         """
-        try:
-            await self._start()
-        except BaseException:
-            await self.stop()
-            raise
+        await self._host.start(self._start)
 
-    async def _start(self) -> None:
+    async def _start(self, host: Host) -> None:
         settings = self.settings
         check_identity(settings, Role.GATEWAY)
-        self._store = store = await EventStore.connect(settings.database_url)
-        self._connection = connection = await connect(settings.amqp_url)
+        store = await host.acquire(
+            "postgres",
+            EventStore.connect(
+                settings.database_url, timeout=settings.postgres_request_timeout_seconds
+            ),
+            lambda store: store.close,
+        )
+        connection = await host.acquire(
+            "rabbitmq", connect(settings.amqp_url), lambda connection: connection.close
+        )
         publishing = await open_channel(connection)
         await declare_topology(publishing, self.topology)
         publisher = Publisher(publishing)
-        relay = OutboxRelay(store.outbox, publisher, service=self.name)
-        self._executions = executions = Executions(store, relay, self.topology, settings)
-        await executions.listen_for_endings()
-        self._sweeper = asyncio.create_task(relay.run_sweeper(), name="gateway.outbox")
+        relay = OutboxRelay(
+            store.outbox,
+            publisher,
+            service=self.name,
+            publish_timeout=settings.broker_request_timeout_seconds,
+        )
+        executions = Executions(store, relay, self.topology, settings)
+        await executions.listen_for_endings()  # store.close() stops it, should this fail
+        host.run(relay.run_sweeper(), "gateway.outbox")
+        host.on_stop("executions", executions.close)  # appends in hand are written
 
         async def rabbitmq() -> None:
             await broker_ready(connection)
 
         app = create_app(executions, {"postgres": store.ping, "rabbitmq": rabbitmq})
+        await self._serve_http(host, app)
+        await _say_how_requests_are_authenticated(settings, store)
+        consuming = await open_channel(connection, prefetch=COMMAND_PREFETCH)
+        intake = CommandIntake(executions, publisher, Senders(settings, "gateway"))
+        host.on_stop("commands in hand", lambda: intake.drain(DRAIN_SECONDS))
+        queue, tag = await consume(consuming, self.topology.commands, intake.on_message)
+        host.on_stop("the command consumer", lambda: _cancel_consumer(queue, tag))
+
+    async def _serve_http(self, host: Host, app: FastAPI) -> None:
+        """Serve ``app`` on ``http_host:http_port``; return once listening.
+
+        Raises:
+            OrbitError: ``UNAVAILABLE`` when the port cannot be bound.
+        """
+        settings = self.settings
+        http_server.ensure_open_files(settings.http_max_connections)
         config = uvicorn.Config(
             app,
             host=settings.http_host,
             port=settings.http_port,
             log_config=None,
             lifespan="off",
-            http="httptools",  # a dependency: C parsing, not h11's pure Python
+            # httptools (C parsing, not h11's pure Python), held to the ORBIT_HTTP_* limits
+            http=http_server.bounded_protocol(http_server.HttpLimits.of(settings)),
+            ws="none",
+            backlog=http_server.ACCEPT_BURST,
             timeout_graceful_shutdown=int(DRAIN_SECONDS),
         )
         self._server = server = _EmbeddedServer(config)
-        self._serving = serving = asyncio.create_task(_serve(server), name="gateway.http")
+        serving = asyncio.create_task(_serve(server), name="gateway.http")
+        host.on_stop("the HTTP server", lambda: _shut_down(server, serving))
         while not server.started:
             if serving.done():
                 serving.result()  # raises why it stopped
@@ -147,36 +178,19 @@ class GatewayService:
             self.port,
             extra={"action": "gateway.listening", "port": self.port},
         )
-        await _say_how_requests_are_authenticated(settings, store)
-        consuming = await open_channel(connection, prefetch=COMMAND_PREFETCH)
-        self._intake = CommandIntake(executions, publisher, Senders(settings, "gateway"))
-        self._consumer = await consume(consuming, self.topology.commands, self._intake.on_message)
 
     async def stop(self) -> None:
         """Stop taking commands and requests, finish those in hand, close every connection."""
-        if self._consumer is not None:
-            queue, tag = self._consumer
-            self._consumer = None
-            with contextlib.suppress(Exception):
-                await queue.cancel(tag)
-        if self._intake is not None:
-            await self._intake.drain(DRAIN_SECONDS)
-        if self._server is not None and self._serving is not None:
-            self._server.should_exit = True
-            with contextlib.suppress(Exception):
-                await self._serving
-        self._serving = None
-        if self._executions is not None:
-            await self._executions.close()  # appends in hand are written
-            self._executions = None
-        if self._sweeper is not None:
-            self._sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._sweeper
-            self._sweeper = None
-        if self._connection is not None:
-            await self._connection.close()
-            self._connection = None
-        if self._store is not None:
-            await self._store.close()
-            self._store = None
+        await self._host.stop()
+
+
+async def _shut_down(server: uvicorn.Server, serving: asyncio.Task[None]) -> None:
+    """Let uvicorn finish the requests in hand (up to its graceful timeout) and close."""
+    server.should_exit = True
+    with contextlib.suppress(Exception):
+        await serving
+
+
+async def _cancel_consumer(queue: AbstractQueue, tag: ConsumerTag) -> None:
+    with contextlib.suppress(Exception):  # the channel may be gone already
+        await queue.cancel(tag)

@@ -42,6 +42,7 @@ from yarl import URL
 
 from orbit_model.errors import ErrorCode
 from orbit_model.names import HTTP_METHODS
+from orbit_model.outcome_codes import OutcomeCode
 from orbit_model.payloads import payload_problem
 from orbit_services.http_adapter.guard import (
     HTTP_INVALID_URL,
@@ -54,11 +55,11 @@ from orbit_services.runtime.settings import Settings
 
 log = logging.getLogger("orbit.http")
 
-HTTP_TIMEOUT = ErrorCode.HTTP_TIMEOUT
-HTTP_CONNECTION_ERROR = ErrorCode.HTTP_CONNECTION_ERROR
-HTTP_TLS_ERROR = ErrorCode.HTTP_TLS_ERROR
-HTTP_RESPONSE_TOO_LARGE = ErrorCode.HTTP_RESPONSE_TOO_LARGE
-HTTP_TOO_MANY_REDIRECTS = ErrorCode.HTTP_TOO_MANY_REDIRECTS
+HTTP_TIMEOUT = OutcomeCode.HTTP_TIMEOUT
+HTTP_CONNECTION_ERROR = OutcomeCode.HTTP_CONNECTION_ERROR
+HTTP_TLS_ERROR = OutcomeCode.HTTP_TLS_ERROR
+HTTP_RESPONSE_TOO_LARGE = OutcomeCode.HTTP_RESPONSE_TOO_LARGE
+HTTP_TOO_MANY_REDIRECTS = OutcomeCode.HTTP_TOO_MANY_REDIRECTS
 HTTP_INVALID_REQUEST = ErrorCode.INVALID_INPUT
 
 USER_AGENT = "orbit-http-adapter/1"

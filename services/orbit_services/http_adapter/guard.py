@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pydantic import JsonValue
 from yarl import URL
 
-from orbit_model.errors import ErrorCode
+from orbit_model.outcome_codes import OutcomeCode
 from orbit_sdk.tasks import TaskError
 from orbit_services.runtime.addresses import (
     AllowList,
@@ -45,8 +45,8 @@ from orbit_services.runtime.addresses import (
     parse_ip_literal,
 )
 
-HTTP_DESTINATION_FORBIDDEN = ErrorCode.HTTP_DESTINATION_FORBIDDEN
-HTTP_INVALID_URL = ErrorCode.HTTP_INVALID_URL
+HTTP_DESTINATION_FORBIDDEN = OutcomeCode.HTTP_DESTINATION_FORBIDDEN
+HTTP_INVALID_URL = OutcomeCode.HTTP_INVALID_URL
 
 SCHEMES = ("http", "https")
 

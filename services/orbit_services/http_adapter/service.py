@@ -27,13 +27,13 @@ from collections.abc import Awaitable
 from typing import TypeVar
 
 from orbit_model.broker_roles import Role
-from orbit_model.errors import ErrorCode
 from orbit_model.ir import HTTP_CONTRACT_VERSION, HTTP_TASK
-from orbit_model.messages import RegisterWorker
 from orbit_model.names import BUILTIN_RUNTIME
+from orbit_model.outcome_codes import OutcomeCode
 from orbit_sdk.tasks import TaskContext, TaskDefinition, TaskError
 from orbit_sdk.worker import Worker
 from orbit_services.http_adapter.adapter import HttpAdapter, HttpRequest, HttpResponse
+from orbit_services.runtime.host import Host
 from orbit_services.runtime.metrics import MetricsEndpoint
 from orbit_services.runtime.senders import check_identity
 from orbit_services.runtime.settings import Settings
@@ -60,7 +60,7 @@ async def _while_wanted(work: Awaitable[T], ctx: TaskContext, heartbeat_s: float
                 return running.result()
             if stopped in done:
                 raise TaskError(
-                    ErrorCode.CANCELLED, "the engine stopped this request", retryable=False
+                    OutcomeCode.CANCELLED, "the engine stopped this request", retryable=False
                 )
             await ctx.heartbeat()
     finally:
@@ -86,13 +86,6 @@ def http_task(adapter: HttpAdapter, heartbeat_s: float = 5.0) -> TaskDefinition:
     )
 
 
-class _AdapterWorker(Worker):
-    """A worker that registers as Orbit's own runtime, which may serve built-in tasks."""
-
-    def _registration(self) -> RegisterWorker:
-        return super()._registration().model_copy(update={"runtime": BUILTIN_RUNTIME})
-
-
 class HttpAdapterService:
     name = "http-adapter"
 
@@ -100,10 +93,20 @@ class HttpAdapterService:
         self.settings = settings
         self.adapter = HttpAdapter.from_settings(settings)
         self.worker: Worker | None = None
+        self._host = Host(self.name)
         self._metrics = MetricsEndpoint(settings.metrics_port, settings.http_host)
 
     async def start(self) -> None:
+        """Serve ``orbit.http.request`` (if enabled); return once registered.
+
+        Raises:
+            OrbitError: ``UNAVAILABLE`` when RabbitMQ cannot be reached (nothing is left open).
+        """
+        await self._host.start(self._start)
+
+    async def _start(self, host: Host) -> None:
         self._metrics.start()
+        host.on_stop("metrics", self._metrics.stop)
         if not self.settings.http_adapter_enabled:
             log.warning(
                 "the HTTP adapter serves no http steps while ORBIT_HTTP_ADAPTER_ENABLED is false",
@@ -112,22 +115,24 @@ class HttpAdapterService:
             return
         check_identity(self.settings, Role.HTTP_ADAPTER)
         await self.adapter.open()
-        worker = _AdapterWorker(
+        host.on_stop("the HTTP session", self.adapter.close)
+        worker = Worker(
             [http_task(self.adapter, self.settings.heartbeat_interval_ms / 1000)],
             worker_id=adapter_worker_id(),
             concurrency=self.settings.http_adapter_concurrency,
             settings=self.settings,
+            # Orbit's own runtime, which may serve built-in tasks.
+            runtime=BUILTIN_RUNTIME,
         )
-        try:
-            await worker.start()
-        except BaseException:
-            await self.adapter.close()
-            raise
+        await worker.start()  # a worker whose start fails closes what it opened
         self.worker = worker
+        host.on_stop("the worker", self._stop_worker)
+
+    async def _stop_worker(self) -> None:
+        worker, self.worker = self.worker, None
+        if worker is not None:
+            await worker.stop()
 
     async def stop(self) -> None:
-        await self._metrics.stop()
-        if self.worker is not None:
-            await self.worker.stop()
-            self.worker = None
-        await self.adapter.close()
+        """Finish the requests in hand (or give them back), unregister, close."""
+        await self._host.stop()

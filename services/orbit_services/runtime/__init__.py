@@ -1,4 +1,5 @@
-"""What the services share besides the store: broker declarations, settings, metrics, the clock.
+"""What the services share besides the store: how they start and stop, broker declarations,
+settings, metrics, the clock.
 
 Nothing here belongs to one service; a service's own logic lives in its
 package (``orbit_services.gateway``, ``.decider``, ``.dispatcher``, ``.timer``,

@@ -1,4 +1,5 @@
-"""RabbitMQ for the services: every exchange and queue declared in one place; settling.
+"""RabbitMQ for the services: every exchange and queue declared in one place; settling
+and answering a request.
 
 Queues are durable quorum queues with a delivery limit and a dead-letter
 exchange (:meth:`~orbit_model.topology.Topology.queue_arguments`): a message
@@ -25,9 +26,11 @@ from aio_pika.abc import (
     AbstractQueue,
     ConsumerTag,
 )
+from pydantic import BaseModel
 
+from orbit_model.messages import encode
 from orbit_model.topology import REPLICAS_ARGUMENT, Topology, task_key
-from orbit_sdk.amqp import translated
+from orbit_sdk.amqp import Publisher, settle, translated
 from orbit_services.runtime import metrics
 
 log = logging.getLogger("orbit.broker")
@@ -46,6 +49,7 @@ __all__ = [
     "give_back",
     "park",
     "queue_kind",
+    "reply",
 ]
 
 
@@ -244,14 +248,31 @@ async def give_back(message: AbstractIncomingMessage, error: BaseException) -> N
 
     Never raises: if the channel is gone, the broker gives the message back itself.
     """
+    if delivery_count(message) + 1 >= PARK_AFTER:
+        outcome = park(message, f"failed {PARK_AFTER} times, last with {error!r}")
+    else:
+        outcome = message.nack(requeue=True)
+    await settle(outcome, log)
+
+
+async def reply(
+    publisher: Publisher, request: AbstractIncomingMessage, answer: BaseModel, *, action: str
+) -> None:
+    """Send ``answer`` to ``request``'s ``reply_to`` queue (if it names one), with its
+    correlation id, not persisted: the requester waits for it, with a timeout.
+
+    Never raises: a failure is logged with ``action``. The request was carried out, and
+    redelivering it to answer would carry it out twice.
+    """
+    if not request.reply_to:
+        return
     try:
-        if delivery_count(message) + 1 >= PARK_AFTER:
-            await park(message, f"failed {PARK_AFTER} times, last with {error!r}")
-        else:
-            await message.nack(requeue=True)
-    except Exception as failure:
-        log.warning(
-            "giving a message back failed (the broker redelivers it): %r",
-            failure,
-            extra={"action": "message.unsettled"},
+        await publisher.publish(
+            "",
+            request.reply_to,
+            encode(answer),
+            correlation_id=request.correlation_id,
+            persistent=False,
         )
+    except Exception as error:
+        log.warning("could not answer on %s: %r", request.reply_to, error, extra={"action": action})

@@ -16,6 +16,7 @@ from pydantic_settings import NoDecode
 
 from orbit_model.decider import Limits
 from orbit_model.payloads import DEFAULT_MAX_DEPTH
+from orbit_model.plan import Policy
 from orbit_model.snapshots import DEFAULT_SNAPSHOT_EVERY
 from orbit_model.topology import DEFAULT_REPLICAS, Topology
 from orbit_sdk.settings import ClientSettings, GatewayAddress, SettingsError, load
@@ -44,6 +45,28 @@ class Settings(ClientSettings, GatewayAddress):
     http_cors_origins: Annotated[tuple[str, ...], NoDecode] = ()
     """Web origins (``https://console.example.com``) whose pages may call the API from a
     browser: a comma-separated list. Empty: no CORS headers at all."""
+    http_max_header_bytes: int = Field(64 * 1024, ge=1024)
+    """The largest request line and headers the gateway reads, counted as they arrive;
+    past it the request is answered 431 (docs/operations.md, "HTTP connections")."""
+    http_header_timeout_seconds: float = Field(10.0, gt=0, le=3600)
+    """How long the gateway waits for a request's line and headers (from the
+    connection's start or its last answer); past it: 408, and the connection closes."""
+    http_body_timeout_seconds: float = Field(60.0, gt=0, le=3600)
+    """How long the gateway waits for a request's whole body, from the end of its
+    headers; past it: 408, and the connection closes."""
+    postgres_request_timeout_seconds: float = Field(5.0, gt=0, le=3600)
+    """How long a statement the gateway makes for a request, or its wait for a pooled
+    connection, may take; past it Postgres is taken as unavailable: 503 ``UNAVAILABLE``
+    with ``Retry-After``. A frozen or silently cut-off server answers nothing, and would
+    otherwise hold every request for as long as it lasts."""
+    broker_request_timeout_seconds: float = Field(2.0, gt=0, le=3600)
+    """How long a request waits for RabbitMQ to confirm the messages it committed (a
+    start's, a signal's); past it the request is answered all the same, and the outbox
+    sweep publishes them once the broker takes them again. A blocked (memory or disk
+    alarm) or frozen broker would otherwise hold every request for as long as it lasts."""
+    http_max_connections: int = Field(4_096, ge=1)
+    """Connections the gateway holds at once; one more closes the one waiting longest on
+    its client, or is answered 503. Open files needed: this plus 2,560."""
     auth: Literal["tokens", "disabled"] = "tokens"
     """``tokens``: every API request needs a token (``orbit token create``); ``disabled``:
     anyone who reaches the gateway may do everything (a warning says so at start and on
@@ -59,6 +82,9 @@ class Settings(ClientSettings, GatewayAddress):
     """The claim holding a JWT's Orbit scopes (a space-separated string or a list)."""
     auth_jwt_workflows_claim: str | None = None
     """The claim holding the workflow patterns that narrow a JWT; unset: none do."""
+    console_session_seconds: int = Field(8 * 3600, ge=60, le=30 * 86_400)
+    """How long a sign-in to the console lasts at most; it ends sooner when its person
+    signs out, when its API token is revoked or expires, or at its JWT's ``exp``."""
     broker_auth: Literal["roles", "shared"] = "roles"
     """``roles``: each service connects as its own RabbitMQ user (``NS.decider``, ...) and
     consumers take each message kind only from the roles allowed to send it
@@ -183,6 +209,16 @@ class Settings(ClientSettings, GatewayAddress):
         return Limits(
             max_fan_out=self.max_fan_out,
             max_history_events=self.max_history_events,
+        )
+
+    @property
+    def policy(self) -> Policy:
+        """What a decider's turn may do: the limits, and whether http steps have an adapter."""
+        return Policy(
+            limits=self.limits,
+            http_adapter_enabled=self.http_adapter_enabled,
+            max_payload_bytes=self.max_payload_bytes,
+            max_payload_depth=self.max_payload_depth,
         )
 
 

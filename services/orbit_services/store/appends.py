@@ -1,4 +1,4 @@
-"""The values of one :data:`~.sql.APPEND`: a batch of appends as the statement's named arrays."""
+"""The values of one :data:`~.sql.history.APPEND`: a batch of appends as its named arrays."""
 
 from __future__ import annotations
 

@@ -14,8 +14,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Collection, Sequence
 
 from orbit_model.state import NO_EVENTS, ExecutionState
-from orbit_services.store.event_store import EventStore
 from orbit_services.store.history import HistoryUnreadable, fold
+from orbit_services.store.interface import Store
 
 
 class StateCache:
@@ -28,7 +28,7 @@ class StateCache:
             takes no more decisions for one, and keeps memory for live ones).
     """
 
-    def __init__(self, store: EventStore, capacity: int, *, keep_terminal: bool = True) -> None:
+    def __init__(self, store: Store, capacity: int, *, keep_terminal: bool = True) -> None:
         self.store = store
         self.capacity = capacity
         self.keep_terminal = keep_terminal

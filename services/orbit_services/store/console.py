@@ -15,42 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+from orbit_services.store import sql
 from orbit_services.store.pool import Database
 from orbit_services.store.rows import ExecutionRow, execution_row
-from orbit_services.store.statements import Statement
-
-S = Statement.named
-
-_FILTERS = """
-      (:workflow::text IS NULL OR workflow = :workflow)
-  AND (:workflows::text[] IS NULL OR workflow LIKE ANY(:workflows))
-  AND (:since::timestamptz IS NULL OR created_at >= :since)
-  AND (:until::timestamptz IS NULL OR created_at < :until)
-  AND (:prefix::text IS NULL OR starts_with(execution_id, :prefix))
-"""
-
-LIST_PAGE = S(f"""
-SELECT execution_id, position, workflow, version, definition_hash, status, parent,
-       created_at, closed_at
-FROM executions
-WHERE {_FILTERS}
-  AND (:status::text IS NULL OR status = :status)
-  AND (:before::bigint IS NULL OR position < :before)
-ORDER BY position DESC
-LIMIT :limit
-""")
-
-COUNT_BY_STATUS = S(f"""
-SELECT status, count(*) AS n FROM executions WHERE {_FILTERS} GROUP BY status
-""")
-
-EXECUTIONS_BY_ID = S("""
-SELECT execution_id, position, workflow, version, definition_hash, status, parent,
-       created_at, closed_at
-FROM executions WHERE execution_id = ANY(:ids::text[]) ORDER BY position
-""")
-
-DEFINITION_SOURCE = S("SELECT source FROM definitions WHERE name = :name AND version = :version")
 
 
 @dataclass(frozen=True)
@@ -85,21 +52,21 @@ class ConsoleReads:
     ) -> list[ExecutionRow]:
         """Up to ``limit`` executions newest first, older than position ``before``."""
         rows = await self._db.fetch(
-            LIST_PAGE, **where.values(), status=status, before=before, limit=limit
+            sql.console.LIST_PAGE, **where.values(), status=status, before=before, limit=limit
         )
         return [execution_row(record) for record in rows]
 
     async def counts(self, where: ListFilter) -> dict[str, int]:
         """How many executions of each status the filter lets through."""
-        rows = await self._db.fetch(COUNT_BY_STATUS, **where.values())
+        rows = await self._db.fetch(sql.console.COUNT_BY_STATUS, **where.values())
         return {record["status"]: int(record["n"]) for record in rows}
 
     async def executions(self, ids: Sequence[str]) -> list[ExecutionRow]:
         """Those of ``ids`` that exist, oldest first."""
-        rows = await self._db.fetch(EXECUTIONS_BY_ID, ids=list(ids))
+        rows = await self._db.fetch(sql.console.EXECUTIONS_BY_ID, ids=list(ids))
         return [execution_row(record) for record in rows]
 
     async def definition_source(self, name: str, version: str) -> str | None:
         """The YAML ``name@version`` was registered from; None if it came as IR."""
-        value = await self._db.fetchval(DEFINITION_SOURCE, name=name, version=version)
+        value = await self._db.fetchval(sql.console.DEFINITION_SOURCE, name=name, version=version)
         return None if value is None else str(value)

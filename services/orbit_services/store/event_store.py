@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import asyncpg
@@ -29,6 +29,7 @@ import asyncpg
 from orbit_model.compiler import Definition, definition_from_ir
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.events import Event
+from orbit_model.repeated_starts import RecordedStart
 from orbit_services.store import sql
 from orbit_services.store.appends import append_values
 from orbit_services.store.console import ConsoleReads
@@ -50,6 +51,7 @@ from orbit_services.store.sessions import SessionStore
 from orbit_services.store.snapshots import SnapshotStore
 from orbit_services.store.timers import TimerStore
 from orbit_services.store.tokens import TokenStore
+from orbit_services.store.worker_users import WorkerUsers
 
 log = logging.getLogger("orbit.store")
 
@@ -77,6 +79,8 @@ class EventStore:
         """Worker sessions and dispatcher beats."""
         self.tokens = TokenStore(database)
         """The gateway's API tokens."""
+        self.worker_users = WorkerUsers(database)
+        """The task patterns of the worker users, as ``orbit broker user add`` gave them."""
         self.console = ConsoleReads(database)
         """What the console reads beyond the API's queries."""
         self._url = url
@@ -95,14 +99,25 @@ class EventStore:
 
     @classmethod
     async def connect(
-        cls, url: str, min_size: int = 2, max_size: int = 10, *, max_queries: int = 50_000
+        cls,
+        url: str,
+        min_size: int = 2,
+        max_size: int = 10,
+        *,
+        max_queries: int = 50_000,
+        timeout: float | None = None,
     ) -> EventStore:
-        """A store on a new pool; ``max_queries``: served by a connection before it is replaced.
+        """A store on a new pool; ``max_queries``: served by a connection before it is
+        replaced; ``timeout``: the bound of each statement and of the wait for a connection
+        (:class:`~.pool.Database`; None: none).
 
         Raises:
             OrbitError: ``UNAVAILABLE`` when Postgres cannot be reached.
         """
-        return cls(await Database.open(url, min_size, max_size, max_queries=max_queries), url)
+        database = await Database.open(
+            url, min_size, max_size, max_queries=max_queries, timeout=timeout
+        )
+        return cls(database, url)
 
     async def close(self, timeout: float = 10.0) -> None:
         """Delete what was published and not yet deleted (best effort), then close.
@@ -124,7 +139,7 @@ class EventStore:
         self, on_ended: Callable[[list[str]], None], on_back: Callable[[], None]
     ) -> Listener:
         """Call ``on_ended(execution_ids)`` as executions end, from a LISTEN connection
-        of its own (:data:`.sql.CLOSED_CHANNEL`); ``on_back`` when it was lost and is
+        of its own (:data:`.sql.executions.CLOSED_CHANNEL`); ``on_back`` when it was lost and is
         back, for a notification may have been missed. Closed with the store.
 
         Raises:
@@ -135,7 +150,7 @@ class EventStore:
             on_ended(payload.split(" "))
 
         listener = Listener(
-            self._url, sql.CLOSED_CHANNEL, ENDINGS_LISTENER_NAME, announced, on_back
+            self._url, sql.executions.CLOSED_CHANNEL, ENDINGS_LISTENER_NAME, announced, on_back
         )
         await listener.open()
         self._listeners.append(listener)
@@ -143,7 +158,11 @@ class EventStore:
 
     async def ping(self) -> None:
         """Returns when Postgres answers; raises ``UNAVAILABLE`` when it does not."""
-        await self._db.fetchval(sql.PING)
+        await self._db.fetchval(sql.server.PING)
+
+    async def now_ms(self) -> int:
+        """Postgres's clock, epoch ms (``runtime.clock.PostgresClock``)."""
+        return int(await self._db.fetchval(sql.server.NOW_MS))
 
     async def expire_connections(self) -> None:
         """Replace every pooled connection as it is next released (after a failover, say)."""
@@ -167,7 +186,9 @@ class EventStore:
         # The outbox rows published since the last append are deleted in this one.
         with self.outbox.deleting() as published:
             try:
-                row = await self._db.fetchrow(sql.APPEND, **append_values(appends, published))
+                row = await self._db.fetchrow(
+                    sql.history.APPEND, **append_values(appends, published)
+                )
             except OrbitError as error:
                 if error.code is ErrorCode.CONFLICT:
                     raise AppendConflict([a.execution_id for a in appends]) from None
@@ -195,7 +216,9 @@ class EventStore:
     ) -> list[StoredEvent | UndecodedEvent]:
         """The events of an execution after ``after_seq``, in order; one that no longer
         decodes comes as it is stored (what the gateway's history shows)."""
-        rows = await self._db.fetch(sql.READ_EVENTS, execution_id=execution_id, after_seq=after_seq)
+        rows = await self._db.fetch(
+            sql.history.READ_EVENTS, execution_id=execution_id, after_seq=after_seq
+        )
         stored: list[StoredEvent | UndecodedEvent] = []
         for row in rows:
             event = _decoded(row)
@@ -205,30 +228,8 @@ class EventStore:
                 stored.append(StoredEvent(row["seq"], row["recorded_at"], event))
         return stored
 
-    async def read_new_events(
-        self, after: Mapping[str, int]
-    ) -> dict[str, list[Event | UndecodedEvent]]:
-        """For each execution, its events after the seq given for it (one query for all);
-        one that no longer decodes comes as it is stored (:func:`.history.fold` stops at it)."""
-        found: dict[str, list[Event | UndecodedEvent]] = {eid: [] for eid in after}
-        if not after:
-            return found
-        if len(after) == 1:  # the gateway's and the dispatcher's usual read: the plain query
-            [(execution_id, after_seq)] = after.items()
-            rows = await self._db.fetch(
-                sql.READ_EVENTS, execution_id=execution_id, after_seq=after_seq
-            )
-            found[execution_id] = [_decoded(row) for row in rows]
-            return found
-        rows = await self._db.fetch(
-            sql.READ_EVENTS_MANY, execution_ids=list(after), after_seqs=list(after.values())
-        )
-        for row in rows:
-            found[row["execution_id"]].append(_decoded(row))
-        return found
-
     async def execution(self, execution_id: str) -> ExecutionRow | None:
-        row = await self._db.fetchrow(sql.EXECUTION_BY_ID, execution_id=execution_id)
+        row = await self._db.fetchrow(sql.executions.EXECUTION_BY_ID, execution_id=execution_id)
         if row is None:
             return None
         return execution_row(
@@ -250,7 +251,7 @@ class EventStore:
         """Executions newest first; ``before`` is the position the last page ended at;
         ``like_any``: only those whose workflow matches one of these ``LIKE`` patterns."""
         rows = await self._db.fetch(
-            sql.LIST_EXECUTIONS,
+            sql.executions.LIST_EXECUTIONS,
             status=status,
             workflow=workflow,
             before=before,
@@ -259,22 +260,32 @@ class EventStore:
         )
         return [execution_row(row) for row in rows]
 
-    async def definition_hashes(self, execution_ids: Sequence[str]) -> dict[str, str]:
-        """The definition hash of each of these executions that exists."""
-        rows = await self._db.fetch(sql.EXISTING_EXECUTIONS, execution_ids=list(execution_ids))
-        return {row["execution_id"]: row["definition_hash"] for row in rows}
+    async def recorded_starts(self, execution_ids: Sequence[str]) -> dict[str, RecordedStart]:
+        """How each of these executions that exists was started."""
+        rows = await self._db.fetch(
+            sql.executions.EXISTING_EXECUTIONS, execution_ids=list(execution_ids)
+        )
+        return {
+            row["execution_id"]: RecordedStart(
+                workflow=row["workflow"],
+                version=row["version"],
+                definition_hash=row["definition_hash"],
+                input=_loads(row["input"]),
+            )
+            for row in rows
+        }
 
     async def count_running(self) -> int:
-        return int(await self._db.fetchval(sql.COUNT_RUNNING))
+        return int(await self._db.fetchval(sql.executions.COUNT_RUNNING))
 
     async def active_executions(self) -> dict[str, int]:
         """Executions created or running, by workflow."""
-        rows = await self._db.fetch(sql.ACTIVE_EXECUTIONS_BY_WORKFLOW)
+        rows = await self._db.fetch(sql.gauges.ACTIVE_EXECUTIONS_BY_WORKFLOW)
         return {row["workflow"]: int(row["active"]) for row in rows}
 
     async def backlog(self, now_ms: int) -> Backlog:
         """What waits to be done: timers due by ``now_ms`` and the outbox."""
-        row = await self._db.fetchrow(sql.BACKLOG, now=now_ms)
+        row = await self._db.fetchrow(sql.gauges.BACKLOG, now=now_ms)
         assert row is not None  # one row of sub-selects
         oldest = row["outbox_oldest_s"]
         return Backlog(
@@ -295,7 +306,7 @@ class EventStore:
         """
         ir = definition.ir
         status = await self._db.execute(
-            sql.INSERT_DEFINITION,
+            sql.definitions.INSERT_DEFINITION,
             name=ir.name,
             version=ir.version,
             hash=definition.hash,
@@ -306,7 +317,7 @@ class EventStore:
             self._remember(definition)
             return True
         existing = await self._db.fetchrow(
-            sql.DEFINITION_BY_NAME_VERSION, name=ir.name, version=ir.version
+            sql.definitions.DEFINITION_BY_NAME_VERSION, name=ir.name, version=ir.version
         )
         if existing is not None and existing["hash"] == definition.hash:
             return False
@@ -322,16 +333,18 @@ class EventStore:
         known = self._by_ref.get((name, version))
         if known is not None:
             return known
-        row = await self._db.fetchrow(sql.DEFINITION_BY_NAME_VERSION, name=name, version=version)
-        return None if row is None else self._remember(definition_from_ir(row["ir"]))
+        row = await self._db.fetchrow(
+            sql.definitions.DEFINITION_BY_NAME_VERSION, name=name, version=version
+        )
+        return None if row is None else self._remember(definition_from_ir(row["ir"], limits=False))
 
     async def definition_by_hash(self, definition_hash: str) -> Definition | None:
         """The definition whose hash is ``definition_hash`` (read once, then kept)."""
         known = self._by_hash.get(definition_hash)
         if known is not None:
             return known
-        row = await self._db.fetchrow(sql.DEFINITION_BY_HASH, hash=definition_hash)
-        return None if row is None else self._remember(definition_from_ir(row["ir"]))
+        row = await self._db.fetchrow(sql.definitions.DEFINITION_BY_HASH, hash=definition_hash)
+        return None if row is None else self._remember(definition_from_ir(row["ir"], limits=False))
 
     def _remember(self, definition: Definition) -> Definition:
         self._by_hash[definition.hash] = definition
@@ -339,10 +352,13 @@ class EventStore:
         return definition
 
     async def definition_versions(self, name: str) -> list[str]:
-        return [row["version"] for row in await self._db.fetch(sql.DEFINITION_VERSIONS, name=name)]
+        return [
+            row["version"]
+            for row in await self._db.fetch(sql.definitions.DEFINITION_VERSIONS, name=name)
+        ]
 
     async def list_definitions(self) -> list[DefinitionRow]:
-        rows = await self._db.fetch(sql.LIST_DEFINITIONS)
+        rows = await self._db.fetch(sql.definitions.LIST_DEFINITIONS)
         return [
             DefinitionRow(row["name"], row["version"], row["hash"], row["registered_at"])
             for row in rows
@@ -351,6 +367,6 @@ class EventStore:
     async def task_versions_in_use(self) -> dict[str, set[str]]:
         """Task name to the contract versions the registered workflows call it at."""
         used: dict[str, set[str]] = {}
-        for row in await self._db.fetch(sql.TASK_VERSIONS_IN_USE):
+        for row in await self._db.fetch(sql.definitions.TASK_VERSIONS_IN_USE):
             used.setdefault(row["task"], set()).add(row["version"])
         return used

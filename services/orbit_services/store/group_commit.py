@@ -4,13 +4,16 @@ The gateway appends one execution at a time (a start, a signal, a cancel),
 but many arrive at once under load; each alone would pay a transaction and a
 round trip per statement. :class:`GroupCommit` gathers the appends that
 arrive while a commit is in flight (or in the same turn of the event loop)
-and writes them with one :meth:`EventStore.append`. Nothing is acknowledged
+and writes them with one :meth:`Store.append` (:mod:`.interface`). Nothing is acknowledged
 before its commit: each caller's ``append`` returns once the transaction
 holding its events committed.
 
 If the shared transaction fails (one append lost a race: an id that exists, a
 seq someone else took; or one cannot be written at all), the group is written
 again one append at a time, so each caller sees only its own append's error.
+If Postgres is unavailable (``UNAVAILABLE``: down, frozen, out of disk), that is
+no append's fault: every caller of the group gets the error at once, rather than
+each in turn after the ones before it waited out their own timeouts.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from orbit_services.store.event_store import EventStore
+from orbit_model.errors import ErrorCode, OrbitError
+from orbit_services.store.interface import Store
 from orbit_services.store.rows import Append
 
 
@@ -30,7 +34,7 @@ class GroupCommit:
         max_group: Appends written in one transaction at most.
     """
 
-    def __init__(self, store: EventStore, max_group: int = 256) -> None:
+    def __init__(self, store: Store, max_group: int = 256) -> None:
         self.store = store
         self.max_group = max_group
         self._waiting: list[tuple[Append, asyncio.Future[list[int]]]] = []
@@ -84,10 +88,13 @@ class GroupCommit:
         if len(group) > 1:
             try:
                 ids = await self.store.append([append for append, _ in group])
-            except Exception:
+            except Exception as error:
+                if isinstance(error, OrbitError) and error.code is ErrorCode.UNAVAILABLE:
+                    for _, future in group:
+                        _settle(future, error=error)
+                    return
                 # One append lost a race, or cannot be written at all: each on its own,
                 # below, so that only its own caller sees the error.
-                pass
             else:
                 # Outbox ids come in the order of the appends' messages.
                 start = 0

@@ -19,6 +19,7 @@ from typing import Any
 
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.events import TERMINAL_EVENTS, Event, TaskFailure, event_from_json
+from orbit_model.shown_tokens import without_macs
 from orbit_model.state import ExecutionState, evolve_all
 from orbit_model.unreadable import decode_problem, unreadable_failure
 
@@ -47,8 +48,9 @@ class UndecodedEvent:
 
     def to_json_data(self) -> dict[str, Any]:
         """Its entry in the history the API shows: no ``data``, its ``raw`` JSON cut
-        short and an ``error`` saying why it does not decode."""
-        raw = _SECRET.sub('"delivery_secret": "(hidden)"', self.data)
+        short (no delivery secret, no token's MAC) and an ``error`` saying why it does
+        not decode."""
+        raw = without_macs(_SECRET.sub('"delivery_secret": "(hidden)"', self.data))
         if len(raw) > RAW_SHOWN_CHARS:
             raw = raw[: RAW_SHOWN_CHARS - 1] + "…"
         failure = self.failure()

@@ -76,6 +76,21 @@ class LeaseStore:
     def __init__(self, database: Database) -> None:
         self._db = database
 
+    @classmethod
+    async def open(cls, url: str, timeout: float) -> LeaseStore:
+        """Leases on a pool of their own, each statement (and the wait for a connection)
+        bounded by ``timeout``: a beat must end, renewed or failed, before the decider's
+        fence deadline, whether Postgres answers or not (a silent link answers nothing
+        and raises nothing), and must not wait behind the decider's batches.
+
+        Raises:
+            OrbitError: ``UNAVAILABLE`` when Postgres cannot be reached.
+        """
+        return cls(await Database.open(url, min_size=1, max_size=2, timeout=timeout))
+
+    async def close(self) -> None:
+        await self._db.close(timeout=5.0)
+
     async def ensure_partitions(self, partitions: int) -> None:
         """Make the partitions' rows if no decider has yet; refuse another count.
 
@@ -84,9 +99,9 @@ class LeaseStore:
                 of partitions than ``partitions``.
         """
         async with self._db.transaction() as transaction:
-            await transaction.fetch(sql.LOCK_PARTITIONS)
-            await transaction.execute(sql.ENSURE_PARTITIONS, partitions=partitions)
-            rows = await transaction.fetch(sql.COUNT_PARTITIONS)
+            await transaction.fetch(sql.leases.LOCK_PARTITIONS)
+            await transaction.execute(sql.leases.ENSURE_PARTITIONS, partitions=partitions)
+            rows = await transaction.fetch(sql.leases.COUNT_PARTITIONS)
         count = int(rows[0][0])
         if count != partitions:
             raise OrbitError(
@@ -103,22 +118,27 @@ class LeaseStore:
         partitions up to its share; what it holds afterwards."""
         async with self._db.transaction() as transaction:
             await transaction.execute(
-                sql.DECIDER_BEAT, decider_id=decider_id, host=socket.gethostname(), pid=os.getpid()
+                sql.leases.DECIDER_BEAT,
+                decider_id=decider_id,
+                host=socket.gethostname(),
+                pid=os.getpid(),
             )
             live = [
                 row["decider_id"]
-                for row in await transaction.fetch(sql.LIVE_DECIDERS, lease_seconds=lease_seconds)
+                for row in await transaction.fetch(
+                    sql.leases.LIVE_DECIDERS, lease_seconds=lease_seconds
+                )
             ]
             held = {
                 row["partition"]
                 for row in await transaction.fetch(
-                    sql.RENEW_LEASES, decider_id=decider_id, lease_seconds=lease_seconds
+                    sql.leases.RENEW_LEASES, decider_id=decider_id, lease_seconds=lease_seconds
                 )
             }
             target = share(partitions, live, decider_id)
             if claim and len(held) < target:
                 claimed = await transaction.fetch(
-                    sql.CLAIM_PARTITIONS,
+                    sql.leases.CLAIM_PARTITIONS,
                     decider_id=decider_id,
                     lease_seconds=lease_seconds,
                     count=target - len(held),
@@ -130,16 +150,16 @@ class LeaseStore:
         """Give ``partitions`` back (the decider has stopped consuming them)."""
         if partitions:
             await self._db.execute(
-                sql.RELEASE_PARTITIONS, decider_id=decider_id, partitions=sorted(partitions)
+                sql.leases.RELEASE_PARTITIONS, decider_id=decider_id, partitions=sorted(partitions)
             )
 
     async def leave(self, decider_id: str) -> None:
         """Give everything back and leave: the others rebalance at their next beat."""
-        await self._db.execute(sql.LEAVE_DECIDERS, decider_id=decider_id)
+        await self._db.execute(sql.leases.LEAVE_DECIDERS, decider_id=decider_id)
 
     async def deciders(self, lease_seconds: float) -> list[DeciderRow]:
         """Every decider heard from in the last hour, live or not."""
-        rows = await self._db.fetch(sql.LIST_DECIDERS, lease_seconds=lease_seconds)
+        rows = await self._db.fetch(sql.leases.LIST_DECIDERS, lease_seconds=lease_seconds)
         return [
             DeciderRow(
                 row["decider_id"],
@@ -154,7 +174,7 @@ class LeaseStore:
 
     async def partitions(self) -> list[PartitionRow]:
         """Every partition, with the decider whose lease on it is current."""
-        rows = await self._db.fetch(sql.LIST_PARTITIONS)
+        rows = await self._db.fetch(sql.leases.LIST_PARTITIONS)
         return [
             PartitionRow(
                 row["partition"],

@@ -2,8 +2,8 @@
 
 A LISTEN is session state, which pooled connections never keep, so each
 listener is a connection of its own outside the store's pool: the timer
-service's (nearer timers, :data:`~.sql.TIMERS_CHANNEL`) and the gateway's
-(executions that ended, :data:`~.sql.CLOSED_CHANNEL`). When the connection
+service's (nearer timers, :data:`~.sql.timers.TIMERS_CHANNEL`) and the gateway's
+(executions that ended, :data:`~.sql.executions.CLOSED_CHANNEL`). When the connection
 drops it is opened again, with backoff, and the owner is told it is back: a
 notification may have been missed meanwhile, so the owner looks again at
 whatever it was waiting for.

@@ -67,7 +67,7 @@ async def ensure_database(url: str) -> bool:
     try:
         with translated():
             exists = await connection.fetchval(
-                sql.DATABASE_EXISTS.text, *sql.DATABASE_EXISTS.args(name=name)
+                sql.migrations.DATABASE_EXISTS.text, *sql.migrations.DATABASE_EXISTS.args(name=name)
             )
         if exists:
             return False
@@ -92,10 +92,10 @@ async def migrate(url: str, progress: Callable[[str], None] | None = None) -> li
         raise unreachable("Postgres", url, error) from error
     applied: list[Migration] = []
     try:
-        await _run(connection, sql.LOCK_MIGRATIONS, lock=sql.MIGRATION_LOCK)
-        await _run(connection, sql.CREATE_MIGRATIONS_TABLE)
+        await _run(connection, sql.migrations.LOCK_MIGRATIONS, lock=sql.migrations.MIGRATION_LOCK)
+        await _run(connection, sql.migrations.CREATE_MIGRATIONS_TABLE)
         with translated():
-            rows = await connection.fetch(sql.APPLIED_MIGRATIONS.text)
+            rows = await connection.fetch(sql.migrations.APPLIED_MIGRATIONS.text)
         done = {row["number"] for row in rows}
         for migration in migrations():
             if migration.number in done:
@@ -106,13 +106,15 @@ async def migrate(url: str, progress: Callable[[str], None] | None = None) -> li
                     await connection.execute(migration.sql)
                     await _run(
                         connection,
-                        sql.RECORD_MIGRATION,
+                        sql.migrations.RECORD_MIGRATION,
                         number=migration.number,
                         name=migration.name,
                     )
             applied.append(migration)
     finally:
         with contextlib.suppress(OrbitError):  # closing the session releases it anyway
-            await _run(connection, sql.UNLOCK_MIGRATIONS, lock=sql.MIGRATION_LOCK)
+            await _run(
+                connection, sql.migrations.UNLOCK_MIGRATIONS, lock=sql.migrations.MIGRATION_LOCK
+            )
         await connection.close()
     return applied

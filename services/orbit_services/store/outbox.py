@@ -63,7 +63,7 @@ class OutboxStore:
         """Delete the published rows no append took along; how many."""
         with self.deleting() as taken:
             if taken:
-                await self._db.execute(sql.DELETE_OUTBOX, ids=taken)
+                await self._db.execute(sql.outbox.DELETE_OUTBOX, ids=taken)
             return len(taken)
 
     async def sweep(
@@ -86,7 +86,7 @@ class OutboxStore:
                     age_seconds=float(row["age"]),
                 )
                 for row in await transaction.fetch(
-                    sql.TAKE_STALE_OUTBOX, grace_seconds=grace_seconds, limit=limit
+                    sql.outbox.TAKE_STALE_OUTBOX, grace_seconds=grace_seconds, limit=limit
                 )
             ]
             if not rows:
@@ -106,7 +106,7 @@ class OutboxStore:
                         outcome,
                         extra={"action": "outbox.stuck", "routing_key": row.routing_key},
                     )
-            await transaction.execute(sql.DELETE_OUTBOX, ids=[row.id for row in published])
+            await transaction.execute(sql.outbox.DELETE_OUTBOX, ids=[row.id for row in published])
         return published
 
 
@@ -119,6 +119,9 @@ class OutboxRelay:
         grace_seconds: Age after which a row is taken as left behind.
         sweep_interval: Seconds between sweeps.
         service: The ``service`` label of the outbox metrics.
+        publish_timeout: Seconds :meth:`publish_committed` waits for the broker's
+            confirms before it leaves the rows to the sweep (None: as long as it takes).
+            A request path sets it: a blocked or frozen broker would hold the request.
     """
 
     def __init__(
@@ -128,8 +131,11 @@ class OutboxRelay:
         grace_seconds: float = 5.0,
         sweep_interval: float = 1.0,
         service: str = "unknown",
+        *,
+        publish_timeout: float | None = None,
     ) -> None:
         self.outbox = outbox
+        self.publish_timeout = publish_timeout
         self.publisher = publisher
         self.grace_seconds = grace_seconds
         self.sweep_interval = sweep_interval
@@ -148,7 +154,8 @@ class OutboxRelay:
             return
         handed = time.perf_counter()
         try:
-            await self.publisher.publish_many(messages)
+            async with asyncio.timeout(self.publish_timeout):
+                await self.publisher.publish_many(messages)
         except Exception as error:
             metrics.OUTBOX_PUBLISH_FAILURES.labels(self.service).inc(len(messages))
             self._failures.log(

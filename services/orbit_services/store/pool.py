@@ -5,8 +5,12 @@ The pool is private to the store: nothing else in Orbit opens a connection
 :class:`Database`, which passes named parameters (:mod:`.statements`),
 counts statements, and translates what asyncpg raises:
 
-- the connection is lost, refused or the server shuts down: ``UNAVAILABLE``
-  (the caller may try again later);
+- the connection is lost, refused or the server shuts down, Postgres runs out of
+  a resource (disk, memory, files: SQLSTATE class 53), an operator or the system
+  stops a statement (classes 57 and 58), the server turned read-only (a standby
+  after a failover), or no answer comes within the pool's timeout:
+  ``UNAVAILABLE`` (none of it is the statement's fault; the caller may try
+  again later, and a client is answered 503);
 - a value Postgres cannot store (a NUL character, a number out of range):
   ``INVALID_REQUEST``;
 - anything else Postgres refuses: ``INTERNAL``, a bug.
@@ -47,6 +51,18 @@ _UNAVAILABLE: tuple[type[BaseException], ...] = (
 )
 
 
+_TRANSIENT_CLASSES = ("08", "53", "57", "58")
+"""SQLSTATE classes of a server that is, for now, unable: connection exceptions,
+insufficient resources, operator intervention, system errors."""
+_TRANSIENT_STATES = frozenset({"25006"})
+"""read_only_sql_transaction: a primary that became a standby (a failover)."""
+
+
+def _transient(error: asyncpg.PostgresError) -> bool:
+    state = getattr(error, "sqlstate", None) or ""
+    return state.startswith(_TRANSIENT_CLASSES) or state in _TRANSIENT_STATES
+
+
 @contextlib.contextmanager
 def translated() -> Iterator[None]:
     """Turn what asyncpg raises inside into an :class:`OrbitError` (the module's rules)."""
@@ -54,6 +70,11 @@ def translated() -> Iterator[None]:
         yield
     except OrbitError:
         raise
+    except TimeoutError as error:
+        raise OrbitError(
+            ErrorCode.UNAVAILABLE,
+            "Postgres did not answer within the time allowed",
+        ) from error
     except _UNAVAILABLE as error:
         raise OrbitError(ErrorCode.UNAVAILABLE, f"Postgres is unavailable: {error!r}") from error
     except (
@@ -67,6 +88,10 @@ def translated() -> Iterator[None]:
             ErrorCode.INVALID_REQUEST, f"Postgres cannot store a value: {error}"
         ) from error
     except asyncpg.PostgresError as error:
+        if _transient(error):
+            raise OrbitError(
+                ErrorCode.UNAVAILABLE, f"Postgres cannot serve now: {error!r}"
+            ) from error
         raise OrbitError(ErrorCode.INTERNAL, f"Postgres refused a statement: {error!r}") from error
 
 
@@ -125,16 +150,27 @@ class Database:
 
     Args:
         pool: The pool, opened by :meth:`open`.
+        timeout: Seconds a statement, or the wait for a connection to run it on, may
+            take; past it ``UNAVAILABLE`` (None: no bound).
     """
 
-    def __init__(self, pool: asyncpg.Pool) -> None:
+    def __init__(self, pool: asyncpg.Pool, timeout: float | None = None) -> None:
         self._pool = pool
+        self._timeout = timeout
 
     @classmethod
     async def open(
-        cls, url: str, min_size: int = 2, max_size: int = 10, *, max_queries: int = 50_000
+        cls,
+        url: str,
+        min_size: int = 2,
+        max_size: int = 10,
+        *,
+        max_queries: int = 50_000,
+        timeout: float | None = None,
     ) -> Database:
-        """A pool on ``url``; ``max_queries``: served by a connection before it is replaced.
+        """A pool on ``url``; ``max_queries``: served by a connection before it is replaced;
+        ``timeout``: the bound of each statement and of the wait for a connection (a
+        frozen or silent server answers nothing, and would hold every caller).
 
         Raises:
             OrbitError: ``UNAVAILABLE`` when Postgres cannot be reached.
@@ -153,10 +189,11 @@ class Database:
                 # without asyncpg's reset query, a round trip per acquire.
                 reset=_keep_session,
                 server_settings={"application_name": APPLICATION_NAME},
+                command_timeout=timeout,
             )
         except (OSError, asyncpg.PostgresError) as error:
             raise unreachable("Postgres", url, error) from error
-        return cls(pool)
+        return cls(pool, timeout)
 
     async def close(self, timeout: float) -> None:
         """Close the pool; one whose connections are not given back within ``timeout``
@@ -174,27 +211,31 @@ class Database:
 
     async def fetch(self, statement: Statement, **values: Any) -> list[asyncpg.Record]:
         with translated():
-            return list(await self._pool.fetch(statement.text, *statement.args(**values)))
+            async with self._pool.acquire(timeout=self._timeout) as connection:
+                return list(await connection.fetch(statement.text, *statement.args(**values)))
 
     async def fetchrow(self, statement: Statement, **values: Any) -> asyncpg.Record | None:
         with translated():
-            return await self._pool.fetchrow(statement.text, *statement.args(**values))
+            async with self._pool.acquire(timeout=self._timeout) as connection:
+                return await connection.fetchrow(statement.text, *statement.args(**values))
 
     async def fetchval(
         self, statement: Statement, *, timeout: float | None = None, **values: Any
     ) -> Any:
         with translated():
-            return await self._pool.fetchval(
-                statement.text, *statement.args(**values), timeout=timeout
-            )
+            async with self._pool.acquire(timeout=self._timeout) as connection:
+                return await connection.fetchval(
+                    statement.text, *statement.args(**values), timeout=timeout or self._timeout
+                )
 
     async def execute(
         self, statement: Statement, *, timeout: float | None = None, **values: Any
     ) -> str:
         with translated():
-            return str(
-                await self._pool.execute(statement.text, *statement.args(**values), timeout=timeout)
-            )
+            async with self._pool.acquire(timeout=self._timeout) as connection:
+                arguments = statement.args(**values)
+                timeout = timeout or self._timeout
+                return str(await connection.execute(statement.text, *arguments, timeout=timeout))
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[Transaction]:
@@ -204,7 +245,7 @@ class Database:
         publish that failed) comes out as it was, after the rollback.
         """
         with translated():
-            connection = await self._pool.acquire()
+            connection = await self._pool.acquire(timeout=self._timeout)
         try:
             with translated():
                 transaction = connection.transaction()

@@ -11,8 +11,12 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+from pydantic import BaseModel
+
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.events import Event
+from orbit_model.messages import Route, encode
+from orbit_model.shown_tokens import shown_event_data
 from orbit_model.state import ExecutionState
 
 
@@ -33,6 +37,13 @@ class OutboxMessage:
     body: bytes
     headers: Mapping[str, str] | None = None
     """AMQP headers (a task's ``traceparent``)."""
+
+    @classmethod
+    def to(
+        cls, route: Route, message: BaseModel, headers: Mapping[str, str] | None = None
+    ) -> OutboxMessage:
+        """``message``, encoded, for ``route``'s exchange and routing key."""
+        return cls(route.exchange, route.routing_key, encode(message), headers)
 
 
 @dataclass(frozen=True)
@@ -66,13 +77,15 @@ class StoredEvent:
     event: Event
 
     def to_json_data(self) -> dict[str, Any]:
-        """Its entry in the history the API shows: ``{seq, recorded_at, type, data}``."""
+        """Its entry in the history the API and the console show: ``{seq, recorded_at,
+        type, data}``, each delivery token without its MAC."""
         return {
             "seq": self.seq,
             "recorded_at": self.recorded_at.isoformat(),
             "type": self.event.type,
-            # Never the delivery secret: whoever reads it could answer for any task.
-            "data": self.event.model_dump(mode="json", exclude={"type", "delivery_secret"}),
+            # Never the delivery secret nor a token's MAC: whoever reads either could
+            # answer for a task.
+            "data": shown_event_data(self.event),
         }
 
 

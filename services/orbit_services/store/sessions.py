@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Collection, Sequence
 
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_model.messages import InflightTask, RegisterWorker
@@ -50,7 +50,7 @@ def _inflight_from(text: str) -> tuple[InflightTask, ...]:
 
 class SessionStore:
     """Worker sessions in Postgres (``EventStore.sessions``); every statement comes from
-    :mod:`.sql`."""
+    :mod:`.sql.sessions`."""
 
     def __init__(self, database: Database) -> None:
         self._db = database
@@ -60,7 +60,7 @@ class SessionStore:
         session_id = str(uuid.uuid4())
         contracts = [contract.model_dump(mode="json") for contract in request.contracts]
         await self._db.execute(
-            sql.INSERT_SESSION,
+            sql.sessions.INSERT_SESSION,
             session_id=session_id,
             worker_id=request.worker_id,
             runtime=request.runtime.lower(),
@@ -77,7 +77,7 @@ class SessionStore:
             OrbitError: ``UNKNOWN_SESSION`` if it was never opened or is closed.
         """
         found = await self._db.fetchval(
-            sql.TOUCH_SESSION, session_id=session_id, inflight=_inflight_json(inflight)
+            sql.sessions.TOUCH_SESSION, session_id=session_id, inflight=_inflight_json(inflight)
         )
         if found is None:
             raise unknown_session(session_id)
@@ -88,7 +88,7 @@ class SessionStore:
         Raises:
             OrbitError: ``UNKNOWN_SESSION`` if it was never opened or is closed.
         """
-        text = await self._db.fetchval(sql.SESSION_INFLIGHT, session_id=session_id)
+        text = await self._db.fetchval(sql.sessions.SESSION_INFLIGHT, session_id=session_id)
         if text is None:
             raise unknown_session(session_id)
         return _inflight_from(text)
@@ -99,7 +99,7 @@ class SessionStore:
         Raises:
             OrbitError: ``UNKNOWN_SESSION`` if it was never opened or is closed.
         """
-        text = await self._db.fetchval(sql.CLOSE_SESSION, session_id=session_id)
+        text = await self._db.fetchval(sql.sessions.CLOSE_SESSION, session_id=session_id)
         if text is None:
             raise unknown_session(session_id)
         metrics.SESSIONS_CLOSED.inc()
@@ -122,7 +122,7 @@ class SessionStore:
         """
         async with self._db.transaction() as transaction:
             rows = await transaction.fetch(
-                sql.EXPIRE_SESSIONS,
+                sql.sessions.EXPIRE_SESSIONS,
                 timeout_seconds=timeout_ms / 1000,
                 silence_seconds=dispatcher_silence(timeout_ms),
             )
@@ -147,19 +147,19 @@ class SessionStore:
     ) -> set[str]:
         if not tokens:
             return set()
-        rows = await db.fetch(sql.HELD_TOKENS, tokens=list(tokens), session_id=session_id)
+        rows = await db.fetch(sql.sessions.HELD_TOKENS, tokens=list(tokens), session_id=session_id)
         return {row["token"] for row in rows}
 
     async def last_holder(self, token: str) -> str | None:
         """The worker whose session last reported holding the delivery ``token``, if any."""
-        value = await self._db.fetchval(sql.LAST_HOLDER, token=token)
+        value = await self._db.fetchval(sql.sessions.LAST_HOLDER, token=token)
         return None if value is None else str(value)
 
     async def dispatcher_beat(self, dispatcher_id: str, timeout_ms: int) -> None:
         """Record that the dispatcher ``dispatcher_id`` is up (every
         :data:`DISPATCHER_BEAT_SECONDS`), given the session timeout it serves."""
         await self._db.execute(
-            sql.DISPATCHER_BEAT,
+            sql.sessions.DISPATCHER_BEAT,
             dispatcher_id=dispatcher_id,
             silence_seconds=dispatcher_silence(timeout_ms),
             timeout=DISPATCHER_BEAT_SECONDS,
@@ -167,17 +167,19 @@ class SessionStore:
 
     async def online(self) -> int:
         """How many sessions are open."""
-        return int(await self._db.fetchval(sql.COUNT_OPEN_SESSIONS))
+        return int(await self._db.fetchval(sql.sessions.COUNT_OPEN_SESSIONS))
 
-    async def heartbeat_of(self, token: str) -> int | None:
-        """When the task of delivery ``token`` last heartbeated (epoch ms); None if no
-        worker holds it."""
-        value = await self._db.fetchval(sql.DELIVERY_HEARTBEAT, token=token)
-        return None if value is None else int(value)
+    async def heartbeats(self, tokens: Collection[str]) -> dict[str, int]:
+        """When the task of each delivery of ``tokens`` last heartbeated (epoch ms), for
+        those an open session holds (one query for all of them)."""
+        if not tokens:
+            return {}
+        rows = await self._db.fetch(sql.sessions.DELIVERY_HEARTBEATS, tokens=list(tokens))
+        return {row["token"]: int(row["heartbeat_at"]) for row in rows}
 
     async def sessions(self) -> list[WorkerSession]:
         """Open sessions and those closed within the last hour, by worker."""
-        rows = await self._db.fetch(sql.LIST_SESSIONS)
+        rows = await self._db.fetch(sql.sessions.LIST_SESSIONS)
         return [
             WorkerSession(
                 session_id=row["session_id"],

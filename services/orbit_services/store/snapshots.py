@@ -1,7 +1,7 @@
 """Snapshots: loading executions from their last snapshot and the events after it.
 
 The decider writes a snapshot every ``ORBIT_SNAPSHOT_EVERY`` events, in the
-append itself (:data:`.sql.APPEND`, ``snapshots_written``; the values in
+append itself (:data:`.sql.history.APPEND`, ``snapshots_written``; the values in
 :mod:`.appends`). :meth:`SnapshotStore.read` is the other half: one query
 gives, for each execution, its snapshot (if it has a usable one newer than
 what the reader holds) and the events after the snapshot. A snapshot that
@@ -52,7 +52,7 @@ class SnapshotStore:
         if not after:
             return loaded
         rows = await self._db.fetch(
-            sql.READ_FROM_SNAPSHOTS,
+            sql.history.READ_FROM_SNAPSHOTS,
             execution_ids=list(after),
             after_seqs=list(after.values()),
             version=SNAPSHOT_VERSION,
@@ -78,7 +78,7 @@ class SnapshotStore:
             loaded.events[execution_id].append(event)
         if unusable:
             rows = await self._db.fetch(
-                sql.READ_EVENTS_MANY,
+                sql.history.READ_EVENTS_MANY,
                 execution_ids=list(unusable),
                 after_seqs=list(unusable.values()),
             )
@@ -92,5 +92,5 @@ class SnapshotStore:
     async def of(self, execution_id: str) -> tuple[int, str] | None:
         """The seq and version of an execution's snapshot, if it has one (for tests and
         operators)."""
-        row = await self._db.fetchrow(sql.SNAPSHOT_OF, execution_id=execution_id)
+        row = await self._db.fetchrow(sql.history.SNAPSHOT_OF, execution_id=execution_id)
         return None if row is None else (int(row["seq"]), str(row["version"]))

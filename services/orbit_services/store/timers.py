@@ -2,7 +2,7 @@
 
 The decider keeps ``timers`` equal to what each execution waits on, in the
 same statement as the events that set them, and the statement NOTIFYs the
-nearest due time it wrote (channel :data:`~.sql.TIMERS_CHANNEL`). Firing
+nearest due time it wrote (channel :data:`~.sql.timers.TIMERS_CHANNEL`). Firing
 deletes the due rows under ``FOR UPDATE SKIP LOCKED`` and publishes their
 messages before the delete commits: several timer replicas never fire a row
 twice, and a publish that fails rolls the delete back.
@@ -44,7 +44,7 @@ class TimerStore:
             Exception: Whatever ``publish`` raised (nothing was deleted then).
         """
         async with self._db.transaction() as transaction:
-            rows = await transaction.fetch(sql.TAKE_DUE_TIMERS, now=now, limit=limit)
+            rows = await transaction.fetch(sql.timers.TAKE_DUE_TIMERS, now=now, limit=limit)
             due = [DueTimer(row["execution_id"], row["key"], int(row["due_at"])) for row in rows]
             if due:
                 await publish(due)
@@ -52,13 +52,13 @@ class TimerStore:
 
     async def next_due(self) -> int | None:
         """When the next timer is due (epoch ms), or None without timers."""
-        value = await self._db.fetchval(sql.NEXT_TIMER_DUE)
+        value = await self._db.fetchval(sql.timers.NEXT_TIMER_DUE)
         return None if value is None else int(value)
 
     async def of(self, execution_id: str) -> dict[str, int]:
         """The timers the table holds for an execution, by key (for an execution whose
         state cannot be read: those to clear as it ends)."""
-        rows = await self._db.fetch(sql.TIMERS_OF, execution_id=execution_id)
+        rows = await self._db.fetch(sql.timers.TIMERS_OF, execution_id=execution_id)
         return {row["key"]: int(row["due_at"]) for row in rows}
 
     async def listen(self, on_due: Callable[[int], None], on_back: Callable[[], None]) -> None:
@@ -73,7 +73,7 @@ class TimerStore:
             with contextlib.suppress(ValueError):
                 on_due(int(payload))
 
-        listener = Listener(self._url, sql.TIMERS_CHANNEL, LISTENER_NAME, announced, on_back)
+        listener = Listener(self._url, sql.timers.TIMERS_CHANNEL, LISTENER_NAME, announced, on_back)
         await listener.open()
         self._listener = listener
 

@@ -21,17 +21,18 @@ from orbit_model.access import (
     MIN_SECRET_CHARS,
     TOKEN_PREFIX,
     Grant,
-    Scope,
+    TokenScope,
     check_token_name,
     token_digest,
 )
 from orbit_model.errors import ErrorCode, OrbitError
 from orbit_services.store import sql
+from orbit_services.store.console_sessions import ConsoleSessions
 from orbit_services.store.pool import Database
 
 TOUCH_INTERVAL_SECONDS = 60.0
 SECRET_BYTES = 32
-_KNOWN_SCOPES = frozenset(scope.value for scope in Scope)
+_KNOWN_SCOPES = frozenset(scope.value for scope in TokenScope)
 SECRET_TEXT = re.compile(rf"[A-Za-z0-9_~+/=-]{{{MIN_SECRET_CHARS},512}}")
 """What a secret made elsewhere may be: the alphabets of base64 and of URL-safe tokens."""
 
@@ -87,11 +88,13 @@ class TokenStore:
         self._db = database
         self._touched: dict[str, float] = {}
         """Token name → when this process last wrote its ``last_used_at`` (monotonic)."""
+        self.console_sessions = ConsoleSessions(database, self.touch)
+        """The console's sign-in sessions, which end with their token."""
 
     async def create(
         self,
         name: str,
-        scopes: frozenset[Scope],
+        scopes: frozenset[TokenScope],
         workflows: tuple[str, ...] = (),
         expires_at: datetime | None = None,
         secret: str | None = None,
@@ -108,7 +111,7 @@ class TokenStore:
                 their names), ``INVALID_REQUEST`` for a bad name or a short secret.
         """
         check_token_name(name)
-        if Scope.ADMIN in scopes and workflows:
+        if TokenScope.ADMIN in scopes and workflows:
             # An admin makes tokens: narrowed, it could make itself one that is not.
             raise OrbitError(
                 ErrorCode.INVALID_REQUEST, "an admin token cannot be narrowed to workflows"
@@ -124,7 +127,7 @@ class TokenStore:
                 f"a token must be at least {MIN_SECRET_CHARS} of A-Z a-z 0-9 - _ ~ + / =",
             )
         record = await self._db.fetchrow(
-            sql.INSERT_TOKEN,
+            sql.tokens.INSERT_TOKEN,
             name=name,
             digest=token_digest(secret),
             scopes=sorted(scope.value for scope in scopes),
@@ -145,7 +148,7 @@ class TokenStore:
 
     async def list(self) -> list[TokenRow]:
         """Every token, revoked and expired ones included, oldest first."""
-        return [_row(record) for record in await self._db.fetch(sql.LIST_TOKENS)]
+        return [_row(record) for record in await self._db.fetch(sql.tokens.LIST_TOKENS)]
 
     async def revoke(self, name: str) -> TokenRow:
         """Revoke the token ``name`` (again: no change); it as it is now.
@@ -153,7 +156,7 @@ class TokenStore:
         Raises:
             OrbitError: ``NOT_FOUND`` when no token has that name.
         """
-        record = await self._db.fetchrow(sql.REVOKE_TOKEN, name=name)
+        record = await self._db.fetchrow(sql.tokens.REVOKE_TOKEN, name=name)
         if record is None:
             raise OrbitError(ErrorCode.NOT_FOUND, f"no token is named {name!r}")
         return _row(record)
@@ -167,25 +170,29 @@ class TokenStore:
         """
         grant = await self._grant(token)
         if grant is not None:
-            await self._touch(grant.name)
+            await self.touch(grant.name)
         return grant
 
     async def _grant(self, token: str) -> Grant | None:
-        record = await self._db.fetchrow(sql.TOKEN_GRANT, digest=token_digest(token))
+        record = await self._db.fetchrow(sql.tokens.TOKEN_GRANT, digest=token_digest(token))
         if record is None:
             return None
         # A scope this version does not know (written by a newer one) grants nothing.
-        scopes = frozenset(Scope(scope) for scope in record["scopes"] if scope in _KNOWN_SCOPES)
+        scopes = frozenset(
+            TokenScope(scope) for scope in record["scopes"] if scope in _KNOWN_SCOPES
+        )
         return Grant(record["name"], scopes, tuple(record["workflows"]))
 
     async def usable(self) -> int:
         """How many tokens are neither revoked nor expired."""
-        return int(await self._db.fetchval(sql.COUNT_USABLE_TOKENS))
+        return int(await self._db.fetchval(sql.tokens.COUNT_USABLE_TOKENS))
 
-    async def _touch(self, name: str) -> None:
+    async def touch(self, name: str) -> None:
+        """Note that the token ``name`` was used: written at most once a
+        :data:`TOUCH_INTERVAL_SECONDS` per token and process."""
         now = time.monotonic()
         last = self._touched.get(name)
         if last is not None and now - last < TOUCH_INTERVAL_SECONDS:
             return
         self._touched[name] = now
-        await self._db.execute(sql.TOUCH_TOKEN, name=name)
+        await self._db.execute(sql.tokens.TOUCH_TOKEN, name=name)

@@ -14,7 +14,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from orbit_model.messages import TimerDue, encode
+from orbit_model.messages import TimerDue
+from orbit_model.timer_keys import MalformedTimerKey, TimerKey
 from orbit_model.topology import Topology
 from orbit_sdk.amqp import Publisher
 from orbit_services.runtime import metrics
@@ -29,11 +30,13 @@ async def fire_due(
     """Fire every timer due at ``now`` (up to ``limit``); how many fired."""
 
     async def publish(due: Sequence[DueTimer]) -> None:
-        messages = []
-        for timer in due:
-            firing = TimerDue(execution_id=timer.execution_id, key=timer.key, due_at=timer.due_at)
-            route = topology.decider_route(timer.execution_id)
-            messages.append(OutboxMessage(route.exchange, route.routing_key, encode(firing)))
+        messages = [
+            OutboxMessage.to(
+                topology.decider_route(timer.execution_id),
+                TimerDue(execution_id=timer.execution_id, key=timer.key, due_at=timer.due_at),
+            )
+            for timer in due
+        ]
         await publisher.publish_many(messages)
 
     fired = await store.timers.fire_due(now, limit, publish)
@@ -50,4 +53,7 @@ async def fire_due(
 def timer_kind(key: str) -> str:
     """The kind of a timer key (``retry``, ``timer``, ``timeout``, ``schedule``,
     ``heartbeat``, ``workflow``): the bounded part of it, for metrics."""
-    return key.partition(":")[0]
+    try:
+        return TimerKey.parse(key).kind.value
+    except MalformedTimerKey:  # only the decider writes the table: not expected
+        return "malformed"

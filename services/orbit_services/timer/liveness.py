@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from orbit_model.messages import DeliveryLost, InflightTask, encode
+from orbit_model.messages import DeliveryLost, InflightTask
 from orbit_model.topology import Topology
 from orbit_sdk.amqp import Publisher
 from orbit_sdk.logs import LogThrottle
@@ -50,8 +50,9 @@ class Liveness:
                 token=task.token,
                 reason=f"worker {worker_id} was not heard from for {self.timeout_ms} ms",
             )
-            route = self.topology.decider_route(task.execution_id)
-            messages.append(OutboxMessage(route.exchange, route.routing_key, encode(notice)))
+            messages.append(
+                OutboxMessage.to(self.topology.decider_route(task.execution_id), notice)
+            )
         await self.publisher.publish_many(messages)
 
     async def expire_once(self) -> int:

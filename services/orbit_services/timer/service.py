@@ -18,13 +18,12 @@ import asyncio
 import contextlib
 import logging
 
-from aio_pika.abc import AbstractRobustConnection
-
 from orbit_model.broker_roles import Role
 from orbit_sdk.amqp import Publisher, connect, open_channel
 from orbit_sdk.logs import LogThrottle
 from orbit_services.runtime.broker import declare_topology
-from orbit_services.runtime.clock import epoch_ms
+from orbit_services.runtime.clock import PostgresClock
+from orbit_services.runtime.host import Host
 from orbit_services.runtime.metrics import MetricsEndpoint
 from orbit_services.runtime.senders import check_identity
 from orbit_services.runtime.settings import Settings
@@ -44,9 +43,7 @@ class TimerService:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.topology = settings.topology
-        self._store: EventStore | None = None
-        self._connection: AbstractRobustConnection | None = None
-        self._tasks: list[asyncio.Task[None]] = []
+        self._host = Host(self.name)
         self._nearer = asyncio.Event()
         self._next_due: int | None = None
         self._liveness: Liveness | None = None
@@ -60,38 +57,54 @@ class TimerService:
         return 0 if self._liveness is None else self._liveness.expired
 
     async def start(self) -> None:
+        """Connect, listen for timers written, fire and expire; return once serving.
+
+        Raises:
+            OrbitError: ``UNAVAILABLE`` when Postgres or RabbitMQ cannot be
+                reached (nothing is left open).
+        """
+        await self._host.start(self._start)
+
+    async def _start(self, host: Host) -> None:
         settings = self.settings
         check_identity(settings, Role.TIMER)
-        self._store = store = await EventStore.connect(
-            settings.database_url, min_size=1, max_size=2
+        store = await host.acquire(
+            "postgres",
+            EventStore.connect(settings.database_url, min_size=1, max_size=2),
+            lambda store: store.close,  # the LISTEN connection with it
         )
         await store.timers.listen(self._announced, on_back=self._nearer.set)
-        self._connection = await connect(settings.amqp_url)
-        channel = await open_channel(self._connection)
+        connection = await host.acquire(
+            "rabbitmq", connect(settings.amqp_url), lambda connection: connection.close
+        )
+        channel = await open_channel(connection)
         await declare_topology(channel, self.topology)
         publisher = Publisher(channel)
         self._liveness = Liveness(store, publisher, self.topology, settings.session_timeout_ms)
-        self._tasks = [
-            asyncio.create_task(self._run(publisher), name="timer.fire"),
-            asyncio.create_task(self._liveness.run(), name="timer.liveness"),
-            asyncio.create_task(self._gauge(), name="timer.gauges"),
-        ]
+        # A timer is due by Postgres's clock, as its due time was computed (runtime.clock):
+        # a replica whose own clock is ahead fires nothing early.
+        clock = PostgresClock(store.now_ms)
+        await clock.sync()
+        host.run(self._run(store, publisher, clock), "timer.fire")
+        host.run(self._liveness.run(), "timer.liveness")
+        host.run(self._gauge(store, clock), "timer.gauges")
+        host.run(clock.run(), "timer.clock")
         self._metrics.start()
+        host.on_stop("metrics", self._metrics.stop)
 
     def _announced(self, due: int) -> None:
         """An append wrote a timer due at ``due``: wake up if it is nearer."""
         if self._next_due is None or due < self._next_due:
             self._nearer.set()
 
-    async def _run(self, publisher: Publisher) -> None:
-        assert self._store is not None
+    async def _run(self, store: EventStore, publisher: Publisher, clock: PostgresClock) -> None:
         while True:
             # Cleared before looking, so a notification that comes while we look is kept.
             self._nearer.clear()
             try:
-                while fired := await fire_due(self._store, publisher, self.topology, epoch_ms()):
+                while fired := await fire_due(store, publisher, self.topology, clock.now()):
                     self.fired += fired
-                self._next_due = await self._store.timers.next_due()
+                self._next_due = await store.timers.next_due()
             except asyncio.CancelledError:
                 raise
             except Exception as error:
@@ -105,7 +118,7 @@ class TimerService:
                 self._next_due = None
             wait = SAFETY_POLL_MS
             if self._next_due is not None:
-                wait = min(wait, self._next_due - epoch_ms())
+                wait = min(wait, self._next_due - clock.now())
             # asyncio.timeout, not wait_for: on Python 3.11 a stop() that cancels
             # this as the wait times out was swallowed by wait_for, and the stop
             # then waited for ever.
@@ -113,12 +126,11 @@ class TimerService:
                 async with asyncio.timeout(max(wait, 1) / 1000):
                     await self._nearer.wait()
 
-    async def _gauge(self) -> None:
-        assert self._store is not None
-        gauges = Gauges(self._store)
+    async def _gauge(self, store: EventStore, clock: PostgresClock) -> None:
+        gauges = Gauges(store)
         while True:
             try:
-                await gauges.refresh(epoch_ms())
+                await gauges.refresh(clock.now())
             except asyncio.CancelledError:
                 raise
             except Exception as error:
@@ -132,13 +144,5 @@ class TimerService:
             await asyncio.sleep(self.settings.gauge_interval_ms / 1000)
 
     async def stop(self) -> None:
-        await self._metrics.stop()
-        for task in self._tasks:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-        self._tasks = []
-        if self._connection is not None:
-            await self._connection.close()
-        if self._store is not None:
-            await self._store.close()  # the LISTEN connection with it
+        """Stop serving metrics, firing and expiring; close the connections."""
+        await self._host.stop()

@@ -18,10 +18,8 @@ from typing import Any
 
 from orbit_model import compile_definition
 from orbit_model.decider import Limits, decide
-from orbit_model.errors import ErrorCode
 from orbit_model.events import Event, StepDispatched, TaskFailure
 from orbit_model.inputs import (
-    LIVENESS_TIMERS,
     accept_attempt_timeout,
     accept_cancel,
     accept_signal,
@@ -38,8 +36,10 @@ from orbit_model.messages import (
     TimerDue,
     Wake,
 )
+from orbit_model.outcome_codes import OutcomeCode
 from orbit_model.plan import Facts, Policy, plan
 from orbit_model.state import ExecutionState, UnitStatus, evolve_all, replay
+from orbit_model.timer_keys import TimerKey
 from orbit_model.topology import Topology
 from orbit_model.units import parse_unit
 
@@ -173,7 +173,7 @@ class Simulator:
         execution_id = self.state.execution_id
         return self.turn([DeliveryLost(execution_id=execution_id, token=token, reason=reason)])
 
-    def attempt_timeout(self, token: str, code: ErrorCode) -> list[Event]:
+    def attempt_timeout(self, token: str, code: OutcomeCode) -> list[Event]:
         """A queue or heartbeat deadline of ``token`` passed, then the decider's rounds."""
         before = len(self.history)
         self.append(accept_attempt_timeout(self.state, token, code))
@@ -231,12 +231,12 @@ class Simulator:
             return False
         key, due = min(timers.items(), key=lambda item: (item[1], item[0]))
         self.now = max(self.now, due)
-        kind, _, token = key.partition(":")
+        timer = TimerKey.parse(key)
         heartbeats: dict[str, int | None] = {}
-        if kind in LIVENESS_TIMERS:
+        if timer.kind.is_liveness:
             # Workers here take deliveries at once; a hung one never heartbeats again.
             hung = getattr(self, "_hung", set())
-            heartbeats[key] = 0 if token in hung else self.now
+            heartbeats[key] = 0 if timer.subject in hung else self.now
         self.turn([TimerDue(execution_id=self.state.execution_id, key=key)], heartbeats)
         return True
 

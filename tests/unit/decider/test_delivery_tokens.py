@@ -1,12 +1,27 @@
 """Delivery tokens: a MAC under the execution's secret, so that only the worker handed a
-task can answer it; the same on every replay; executions without a secret as before."""
+task can answer it; the same on every replay; executions without a secret as before;
+shown everywhere without the MAC."""
 
 from __future__ import annotations
+
+import json
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from orbit_model.attempts import child_secret, delivery_token
+from orbit_model.events import (
+    AttemptAlive,
+    Event,
+    ParentReattached,
+    StaleResultIgnored,
+    StepAttemptUncertain,
+    StepDispatched,
+    TimerFired,
+    WorkflowCreated,
+    event_to_json,
+)
+from orbit_model.shown_tokens import shown_event_data, shown_timer_key, shown_token, without_macs
 from orbit_model.state import ExecutionState
 
 secrets = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_", min_size=16, max_size=40)
@@ -44,3 +59,40 @@ def test_the_secret_is_never_dumped_with_the_state() -> None:
     state = ExecutionState(execution_id="e-1", delivery_secret="hidden-secret")
     assert "hidden-secret" not in state.model_dump_json()
     assert "hidden-secret" not in repr(state)
+
+
+ids = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-_.:", min_size=1, max_size=40)
+
+
+@given(secrets, ids, units, st.integers(min_value=1, max_value=50))
+def test_a_token_is_shown_without_its_mac_wherever_it_appears(
+    secret: str, execution_id: str, unit: str, number: int
+) -> None:
+    state = ExecutionState(execution_id=execution_id, delivery_secret=secret)
+    token = delivery_token(state, unit, number)
+    named, _, mac = token.rpartition(".")
+    assert shown_token(token) == named
+    assert shown_token(named) == named  # a token without a MAC is shown as it is
+    assert shown_timer_key(f"timeout:{token}") == f"timeout:{named}"
+    assert shown_timer_key(f"heartbeat:{token}") == f"heartbeat:{named}"
+    events: list[Event] = [
+        StepDispatched(unit=unit, attempt=1, token=token),
+        AttemptAlive(unit=unit, token=token, started=True),
+        StepAttemptUncertain(unit=unit, token=token, reason="lost"),
+        StaleResultIgnored(unit=unit, token=token, reason="late"),
+        ParentReattached(parent_token=token),
+        WorkflowCreated(
+            execution_id="c", workflow="w", version="1", definition_hash="h", parent_token=token
+        ),
+        TimerFired(key=f"timeout:{token}"),
+    ]
+    for event in events:
+        assert mac not in json.dumps(shown_event_data(event))
+        assert mac not in without_macs(event_to_json(event))
+    assert named in without_macs(event_to_json(events[0]))
+
+
+def test_a_timer_key_naming_a_unit_is_shown_whole() -> None:
+    assert shown_timer_key("timer:wait.a.bit") == "timer:wait.a.bit"
+    assert shown_timer_key("retry:ship[3]") == "retry:ship[3]"
+    assert shown_token("forged.AAAA") == "forged"

@@ -4,14 +4,19 @@ The fold keeps what a round looks up (``orbit_model.state_index``) and shares
 all but a path of its units between versions (``orbit_model.persistent``), so
 a round costs what changed, not what the execution holds. A quadratic
 decider took about 5 s for 500 elements; this test runs 10,000 through the
-simulator, every input through ``plan``, and bounds the time generously for a
-loaded 2-core machine (about 4 s measured there).
+simulator, every input through ``plan``, and bounds the time generously (about
+4 s measured on a 2-core machine; a quadratic decider would take half an hour).
+
+The time is the process's CPU time, not the wall clock: on a machine busy with
+other work (the rest of the suite beside it, ``stress-ng``) the wall clock
+counts the time this process waited for a core, 33.5 s once for 4 s of work.
 """
 
 from __future__ import annotations
 
 import time
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -37,27 +42,36 @@ steps:
 """
 
 
+# Wall time as pytest-timeout counts it is not bounded here: on a loaded machine
+# these runs wait for a core for most of it (a minute, once, beside stress-ng).
+@pytest.mark.timeout(600)
 def test_a_fan_out_of_ten_thousand_completes_in_seconds() -> None:
     sim = Simulator.from_yaml(FAN_OUT, {"t": lambda value, _delivery: value["item"]})
-    started = time.perf_counter()
+    started = time.process_time()
     sim.start({"items": list(range(10_000))})
     state = sim.run(max_steps=100_000)
-    elapsed = time.perf_counter() - started
+    elapsed = time.process_time() - started
     assert state.status == "completed"
     assert state.unit("each").output == list(range(10_000))
     assert state.output == 10_000
-    assert elapsed < 20, f"10,000 elements took {elapsed:.1f} s"
+    assert elapsed < 20, f"10,000 elements took {elapsed:.1f} s of CPU"
 
 
+@pytest.mark.timeout(600)
 def test_the_cost_per_element_does_not_grow_with_the_fan_out() -> None:
-    def seconds(size: int) -> float:
-        sim = Simulator.from_yaml(FAN_OUT, {"t": lambda value, _delivery: value["item"]})
-        started = time.perf_counter()
-        sim.start({"items": list(range(size))})
-        assert sim.run(max_steps=100_000).status == "completed"
-        return (time.perf_counter() - started) / size
+    def seconds(size: int, runs: int) -> float:
+        """CPU seconds per element, the best of ``runs`` (the least disturbed)."""
+        best = float("inf")
+        for _ in range(runs):
+            sim = Simulator.from_yaml(FAN_OUT, {"t": lambda value, _delivery: value["item"]})
+            started = time.process_time()
+            sim.start({"items": list(range(size))})
+            assert sim.run(max_steps=100_000).status == "completed"
+            best = min(best, time.process_time() - started)
+        return best / size
 
-    small, large = seconds(500), seconds(4_000)
+    # The small run is the noisier (and the cheaper): its best of three.
+    small, large = seconds(500, runs=3), seconds(4_000, runs=1)
     # Linear would be 1x; quadratic 8x. Generous for a noisy machine.
     assert large < 3 * small, (small, large)
 

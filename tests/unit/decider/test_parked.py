@@ -4,7 +4,8 @@ A poison task (its message parked after the delivery limit) fails its
 attempt with ``DELIVERY_LIMIT_EXCEEDED``, so the step's retry policy goes
 on; a parked result of the delivery in flight fails it with
 ``MESSAGE_PARKED``; a parked signal, timer firing or cancel is recorded as
-lost and shown in the view. Nothing else changes anything.
+lost and shown in the view. Nothing else changes anything, and nothing at
+all unless its sender could have sent the original there.
 """
 
 from __future__ import annotations
@@ -16,13 +17,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from orbit_model.errors import ErrorCode
+from orbit_model.broker_roles import Role
 from orbit_model.events import MessageLost, RetryScheduled, StepAttemptFailed, StepFailed
-from orbit_model.messages import MessageParked
-from orbit_model.parked import Death, accept_parked, death_of, notice_for
+from orbit_model.messages import MessageParked, TaskResult, Wake
+from orbit_model.outcome_codes import OutcomeCode
+from orbit_model.parked import Death, accept_parked, death_of, may_report, notice_for, speaker
 from orbit_model.state import UnitStatus
-from orbit_model.topology import DELIVERY_LIMIT
-from orbit_model.views import lost_messages_view
+from orbit_model.topology import DELIVERY_LIMIT, Topology
+from orbit_model.views import lost_messages_view, view_json
 
 from .test_scenarios import make, tok
 
@@ -35,6 +37,7 @@ steps:
 """
 
 LIMIT = Death(queue="ns.task.poison@1", reason="delivery_limit")
+TASKS = Death(queue="ns.task.poison@1", reason="rejected")
 
 
 def parked(token: str | None, reason: str = "delivery_limit", **fields: Any) -> MessageParked:
@@ -55,7 +58,7 @@ def test_a_poison_task_fails_its_attempt_and_the_retry_policy_goes_on() -> None:
     events = sim.turn([parked(tok("a"), worker_id="w-1")])
     failed, retry = events[0], events[1]
     assert isinstance(failed, StepAttemptFailed)
-    assert failed.error.code == ErrorCode.DELIVERY_LIMIT_EXCEEDED
+    assert failed.error.code == OutcomeCode.DELIVERY_LIMIT_EXCEEDED
     assert failed.error.retryable
     assert failed.worker_id == "w-1"
     assert failed.error.details is not None
@@ -72,7 +75,7 @@ def test_a_poison_task_fails_its_attempt_and_the_retry_policy_goes_on() -> None:
     assert any(isinstance(e, StepFailed) for e in last)
     assert sim.state.status == "failed"
     assert sim.state.error is not None
-    assert sim.state.error.code == ErrorCode.DELIVERY_LIMIT_EXCEEDED
+    assert sim.state.error.code == OutcomeCode.DELIVERY_LIMIT_EXCEEDED
 
 
 def test_a_parked_result_of_the_delivery_in_flight_fails_it() -> None:
@@ -81,7 +84,7 @@ def test_a_parked_result_of_the_delivery_in_flight_fails_it() -> None:
     notice = parked(tok("a"), reason="rejected", message_type="TaskResult", delivery_count=None)
     (failed, *_) = sim.turn([notice])
     assert isinstance(failed, StepAttemptFailed)
-    assert failed.error.code == ErrorCode.MESSAGE_PARKED
+    assert failed.error.code == OutcomeCode.MESSAGE_PARKED
     assert "TaskResult" in failed.error.message
 
 
@@ -116,7 +119,7 @@ def test_a_parked_signal_is_recorded_as_lost_and_shown() -> None:
     assert lost == MessageLost(
         message_type="SignalExecution", queue="ns.commands", reason="rejected", detail="signal go"
     )
-    assert lost_messages_view(sim.state) == [
+    assert [view_json(lost) for lost in lost_messages_view(sim.state)] == [
         {
             "message_type": "SignalExecution",
             "queue": "ns.commands",
@@ -227,3 +230,55 @@ def test_any_parked_body_is_read_without_raising(body: bytes, task_queue: bool) 
 def test_any_json_object_is_read_without_raising(fields: dict[str, Any]) -> None:
     notice = notice_for(json.dumps(fields).encode(), LIMIT, task_queue=True)
     assert notice is None or isinstance(notice.execution_id, str)
+
+
+# -- who could have sent it --
+
+NS_TOPOLOGY = Topology("ns", 4)
+COMMANDS = Death(queue="ns.commands", reason="rejected")
+DECIDER = Death(queue="ns.decider.3", reason="rejected")
+CONTROL = Death(queue="ns.control", reason="rejected")
+
+
+@pytest.mark.parametrize(
+    ("death", "message_type", "sender", "reported"),
+    [
+        # The probe: a client may send commands only, so its result or timer parked in
+        # NS.commands is nothing an execution waits on.
+        (COMMANDS, "TaskResult", Role.CLIENT, False),
+        (COMMANDS, "TimerDue", Role.CLIENT, False),
+        (COMMANDS, "Wake", Role.CLIENT, False),
+        (COMMANDS, "SignalExecution", Role.CLIENT, True),  # it may signal: lost, told
+        (COMMANDS, "CancelExecution", Role.GATEWAY, True),
+        (COMMANDS, "SignalExecution", None, False),  # no Orbit user
+        (DECIDER, "TaskResult", Role.WORKER, True),  # then held to its task (test_plan)
+        (DECIDER, "TaskResult", Role.HTTP_ADAPTER, True),
+        (DECIDER, "TaskResult", Role.DECIDER, True),
+        (DECIDER, "TaskResult", Role.CLIENT, False),
+        (DECIDER, "TimerDue", Role.TIMER, True),
+        (DECIDER, "TimerDue", Role.WORKER, False),
+        (DECIDER, "DeliveryLost", Role.DISPATCHER, True),
+        (DECIDER, "DeliveryLost", Role.WORKER, False),
+        (DECIDER, "StartChild", Role.DECIDER, True),
+        (DECIDER, "SignalExecution", Role.CLIENT, False),  # the decider takes no signal
+        (LIMIT, "TaskAssignment", Role.DECIDER, True),
+        (TASKS, "TaskAssignment", Role.GATEWAY, True),
+        (TASKS, "TaskAssignment", Role.WORKER, False),
+        (TASKS, "TaskResult", Role.DECIDER, False),
+        (CONTROL, "RegisterWorker", Role.WORKER, True),
+        (Death(queue="ns.elsewhere", reason="rejected"), "TaskResult", Role.WORKER, False),
+        (Death(queue="other.commands", reason="rejected"), "SignalExecution", Role.CLIENT, False),
+    ],
+)
+def test_a_parked_message_is_reported_only_if_its_sender_could_have_sent_it_there(
+    death: Death, message_type: str, sender: Role | None, reported: bool
+) -> None:
+    assert may_report(NS_TOPOLOGY, death, message_type, sender) is reported
+
+
+def test_a_report_of_a_parked_result_speaks_for_the_result_s_sender() -> None:
+    result = parked("t", message_type="TaskResult", sender="ns.worker.w")
+    assert speaker(result, "ns.dispatcher") == "ns.worker.w"
+    assert speaker(parked("t", sender="ns.decider"), "ns.dispatcher") is None
+    assert speaker(TaskResult(execution_id="e-1", token="t"), "ns.worker.w") == "ns.worker.w"
+    assert speaker(Wake(execution_id="e-1"), "ns.gateway") is None

@@ -13,7 +13,7 @@ import textwrap
 from typing import Any
 
 from orbit_model import compile_definition
-from orbit_model.children import parent_waits
+from orbit_model.children import child_execution_id, parent_waits
 from orbit_model.compiler import Definition
 from orbit_model.errors import ErrorCode
 from orbit_model.events import (
@@ -28,6 +28,7 @@ from orbit_model.ir import CallStep
 from orbit_model.messages import (
     CancelChild,
     DeciderInput,
+    MessageParked,
     Outgoing,
     StartChild,
     TaskAssignment,
@@ -35,6 +36,7 @@ from orbit_model.messages import (
     TimerDue,
     Wake,
 )
+from orbit_model.outcome_codes import OutcomeCode
 from orbit_model.plan import MAX_CLOCK_SKEW_MS, Facts, Policy, plan, storable_result
 from orbit_model.state import ExecutionState, UnitStatus, evolve, replay
 
@@ -98,6 +100,7 @@ class Family:
         self.hold = hold
         """Message types kept back in ``held`` (to deliver out of order) instead of sent."""
         self.held: list[DeciderInput] = []
+        self.now = NOW
         self.dropped: list[DeciderInput] = []
         """Inputs for executions that do not exist."""
         created = start_execution(parent.ir, parent.hash, "p-1", None)
@@ -109,7 +112,7 @@ class Family:
         state = self.states.get(execution_id, ExecutionState())
         definition = self.definitions.get(state.definition_hash) if state.last_seq else None
         facts = Facts(definition=definition, children=self.definitions, parents=self.states)
-        decided = plan(state, list(inputs), facts, now=NOW, policy=Policy(), topology=TOPOLOGY)
+        decided = plan(state, list(inputs), facts, now=self.now, policy=Policy(), topology=TOPOLOGY)
         if decided is None:  # for no execution (a cancel that overtook its child's start)
             self.dropped.extend(inputs)
             return
@@ -130,6 +133,11 @@ class Family:
         [token] = [u.token for u in self.states[execution_id].units.values() if u.token]
         result = TaskResult(execution_id=execution_id, token=token, output=output, error=error)
         self.deliver(execution_id, result)
+
+    def fire(self, execution_id: str, key: str) -> None:
+        """The clock moves to when ``key`` of ``execution_id`` is due, and it fires."""
+        self.now = self.states[execution_id].timers[key]
+        self.deliver(execution_id, TimerDue(execution_id=execution_id, key=key, due_at=self.now))
 
     def cancel(self, execution_id: str) -> None:
         state = self.states[execution_id]
@@ -155,16 +163,147 @@ def test_a_child_starts_runs_and_answers_its_parent_with_its_output() -> None:
     assert family.states["p-1"].output == {"made": "made"}
 
 
-def test_a_failed_child_fails_its_parents_step_with_child_failed() -> None:
-    family = Family(PARENT, CHILD)
-    family.work("p-1:kid", error=TaskFailure(code="NO", message="broke", retryable=False))
+ONCE = compiled(
+    "kid",
+    """
+    tasks: {work: {version: "1"}}
+    steps:
+      - id: work
+        task: work
+        retry: {max_attempts: 1}
+    output: {made: "${ steps.work.output }"}
+    """,
+)
+
+
+def test_a_failed_child_is_retried_as_a_new_child_then_fails_the_step_with_its_cause() -> None:
+    family = Family(pinned(PARENT, ONCE), ONCE)
+    declined = TaskFailure(code="NO", message="broke", details={"foo": "bar"})
+    family.work("p-1:kid", error=declined)
     assert family.states["p-1:kid"].status == "failed"
+    assert family.states["p-1"].unit("kid").status is UnitStatus.RETRY_WAIT
+    family.fire("p-1", "retry:kid")
+    # The retry is a child of its own: the first one's id would answer with its failure.
+    assert [start.execution_id for start in family.of(StartChild)] == [
+        "p-1:kid",
+        "p-1:kid:attempt-2",
+    ]
+    family.work("p-1:kid:attempt-2", error=declined)
     parent = family.states["p-1"]
+    assert parent.status == "failed"
     error = parent.unit("kid").error
     assert error is not None
-    assert (error.code, error.retryable) == (ErrorCode.CHILD_FAILED, False)
-    assert error.details["child_execution_id"] == "p-1:kid"
-    assert parent.status == "failed"  # not retried: a child's failure is its own
+    assert (error.code, error.retryable) == (OutcomeCode.CHILD_FAILED, True)
+    assert isinstance(error.details, dict)
+    assert (error.details["child_execution_id"], error.details["status"]) == (
+        "p-1:kid:attempt-2",
+        "failed",
+    )
+    # The child's error is in the details too, as it always was, without its causes.
+    assert error.details["error"]["code"] == "NO"
+    assert "cause" not in error.details["error"]
+    # The chain keeps every level, down to the task's own error and its details.
+    assert parent.error is not None
+    assert [(e.code, e.step, e.execution_id) for e in parent.error.chain()] == [
+        (OutcomeCode.CHILD_FAILED, None, None),
+        (OutcomeCode.CHILD_FAILED, "kid", "p-1"),
+        ("NO", None, "p-1:kid:attempt-2"),
+        ("NO", "work", "p-1:kid:attempt-2"),
+    ]
+    assert parent.error.chain()[-1].details == {"foo": "bar"}
+
+
+def test_a_child_whose_output_breaks_its_output_schema_fails_the_parents_step() -> None:
+    strict = compiled(
+        "kid",
+        """
+        output_schema: {type: object, required: [made], properties: {made: {type: integer}}}
+        tasks: {work: {version: "1"}}
+        steps:
+          - id: work
+            task: work
+        output: {made: "${ steps.work.output }"}
+        """,
+    )
+    family = Family(pinned(PARENT, strict), strict)
+    family.work("p-1:kid", "not a number")
+    child = family.states["p-1:kid"]
+    assert child.status == "failed"
+    assert child.error is not None
+    assert child.error.code == ErrorCode.OUTPUT_CONTRACT_VIOLATION
+    assert "$.made" in child.error.message
+    error = family.states["p-1"].unit("kid").error
+    assert error is not None
+    assert error.code == OutcomeCode.CHILD_FAILED
+    assert error.cause is not None
+    assert error.cause.code == ErrorCode.OUTPUT_CONTRACT_VIOLATION
+
+
+def test_a_child_that_failed_for_good_is_not_retried() -> None:
+    # Its task said trying again cannot help: a new child would fail the same way.
+    family = Family(PARENT, CHILD)
+    family.work("p-1:kid", error=TaskFailure(code="NO", message="broke", retryable=False))
+    error = family.states["p-1"].unit("kid").error
+    assert error is not None
+    assert (error.code, error.retryable) == (OutcomeCode.CHILD_FAILED, False)
+    assert family.states["p-1"].status == "failed"
+    assert [start.execution_id for start in family.of(StartChild)] == ["p-1:kid"]
+
+
+def test_a_cancelled_child_is_not_retried() -> None:
+    family = Family(PARENT, CHILD)
+    family.cancel("p-1:kid")
+    error = family.states["p-1"].unit("kid").error
+    assert error is not None
+    assert (error.code, error.retryable) == (OutcomeCode.CHILD_FAILED, False)
+    assert family.states["p-1"].status == "failed"
+
+
+def test_a_code_the_retry_policy_names_anywhere_in_the_chain_is_not_retried() -> None:
+    parent = pinned(
+        compiled(
+            "parent",
+            """
+            steps:
+              - id: kid
+                workflow: kid@1.0.0
+                retry: {max_attempts: 3, non_retryable: [CARD_DECLINED]}
+            """,
+        ),
+        CHILD,
+    )
+    family = Family(parent, CHILD)
+    family.work("p-1:kid", error=TaskFailure(code="CARD_DECLINED", message="no", retryable=False))
+    assert family.states["p-1"].status == "failed"
+    assert [start.execution_id for start in family.of(StartChild)] == ["p-1:kid"]
+
+
+def test_a_timed_out_attempt_cancels_its_child_and_the_retry_starts_another() -> None:
+    parent = pinned(
+        compiled(
+            "parent",
+            """
+            steps:
+              - id: kid
+                workflow: kid@1.0.0
+                timeout: 10s
+                retry: {max_attempts: 2, initial_interval: 1s}
+            output: ${ steps.kid.output }
+            """,
+        ),
+        CHILD,
+    )
+    family = Family(parent, CHILD)
+    [token] = family.states["p-1"].unit("kid").tokens
+    family.fire("p-1", f"timeout:{token}")
+    [cancel] = family.of(CancelChild)
+    assert cancel.execution_id == "p-1:kid"
+    assert cancel.reason == "attempt 1 of step kid of its parent p-1 timed out"
+    assert family.states["p-1:kid"].status == "cancelled"
+    family.fire("p-1", "retry:kid")
+    family.work("p-1:kid:attempt-2", "made")
+    assert family.states["p-1"].status == "completed"
+    assert family.states["p-1"].output == {"made": "made"}
 
 
 def test_a_parent_that_stops_cancels_its_running_child() -> None:
@@ -198,23 +337,19 @@ def test_a_start_finds_whether_its_parent_still_waits() -> None:
     assert parent_waits(parent, start)
     assert parent_waits(None, start)  # unknown: taken to wait
     assert parent_waits(parent, start.model_copy(update={"parent_token": "p-1:other:1"}))
-    # The step moved on to a later attempt (its first timed out): it still waits,
-    # and the retry's start reattaches the child.
+    # The step moved on to a later attempt (its first timed out): the first attempt's
+    # child is no longer awaited (the retry starts one of its own).
     retried = parent.model_copy(
         update={
-            "units": {
-                **parent.units,
-                "kid": parent.unit("kid").model_copy(
-                    update={
-                        "status": UnitStatus.RETRY_WAIT,
-                        "token": None,
-                        "tokens": {**parent.unit("kid").tokens, "p-1:kid:2": 2},
-                    }
+            "units": parent.units.set(
+                "kid",
+                parent.unit("kid").model_copy(
+                    update={"status": UnitStatus.RETRY_WAIT, "token": None}
                 ),
-            }
+            )
         }
     )
-    assert parent_waits(retried, start)
+    assert not parent_waits(retried, start)
     family.deliver("p-1:kid", start)
     assert family.states["p-1:kid"].status == "running"
 
@@ -248,11 +383,12 @@ def test_a_child_id_taken_by_another_execution_fails_the_parents_step() -> None:
     family.sent = []
     family.hold = ()
     family.dropped = []
+    family.now = NOW
     family.states["p-1"] = replay([start_execution(PARENT.ir, PARENT.hash, "p-1", None)])
     family.deliver("p-1", Wake(execution_id="p-1"))
     failure = family.states["p-1"].unit("kid").error
     assert failure is not None
-    assert failure.code == ErrorCode.CHILD_ID_TAKEN
+    assert failure.code == OutcomeCode.CHILD_ID_TAKEN
 
 
 def test_a_child_whose_definition_is_not_registered_fails_the_parents_step() -> None:
@@ -295,7 +431,7 @@ def test_an_http_step_fails_at_once_while_the_adapter_is_off() -> None:
     sim.start()
     failed = [e for e in sim.history if isinstance(e, StepFailed)]
     assert [(e.unit, e.error.code, e.error.retryable) for e in failed] == [
-        ("call", ErrorCode.ADAPTER_DISABLED, False)
+        ("call", OutcomeCode.ADAPTER_DISABLED, False)
     ]
     assert not any(isinstance(e, RetryScheduled) for e in sim.history)  # not retried
     assert not any(
@@ -333,7 +469,7 @@ def test_an_output_with_a_nul_or_a_lone_surrogate_fails_the_attempt_for_good() -
     for output in ({"x": "a\x00b"}, {"x": "\ud800"}, {"\x00": 1}):
         sim = _answered(output)
         [failed] = [e for e in sim.history if isinstance(e, StepAttemptFailed)]
-        assert (failed.error.code, failed.error.retryable) == (ErrorCode.INVALID_OUTPUT, False)
+        assert (failed.error.code, failed.error.retryable) == (OutcomeCode.INVALID_OUTPUT, False)
         assert sim.state.status == "failed"
 
 
@@ -357,6 +493,39 @@ def test_an_error_that_cannot_be_stored_keeps_its_code_and_its_retry() -> None:
 def test_a_storable_result_is_kept_as_it_is() -> None:
     result = TaskResult(execution_id="e", token="t", output={"ok": [1, 2.5, "ü"]})
     assert storable_result(result, None) == ({"ok": [1, 2.5, "ü"]}, None)
+
+
+def test_a_workers_error_says_where_it_happened_only_through_the_engine() -> None:
+    sim = Simulator.from_yaml(
+        HEAD + "workflow: w\ntasks: {t: {version: '1'}}\nsteps:\n  - id: a\n    task: t\n",
+        {},
+    )
+    sim.start()
+    inner = TaskFailure(code="UPSTREAM", message="the bank said no")
+    forged = inner.model_copy(update={"step": "charge", "execution_id": "someone-elses"})
+    sent = TaskFailure(
+        code="DECLINED", message="no", step="elsewhere", execution_id="e-9", cause=forged
+    )
+    sim.result(sim.state.unit("a").token or "", error=sent)
+    recorded = next(e for e in sim.history if isinstance(e, StepAttemptFailed)).error
+    assert recorded == TaskFailure(code="DECLINED", message="no", cause=inner)
+
+
+def test_a_workers_error_is_held_to_the_limits_of_an_output() -> None:
+    chain: TaskFailure | None = None
+    for level in range(40):
+        chain = TaskFailure(code=f"L{level}", message="m", cause=chain)
+    assert chain is not None
+    result = TaskResult(execution_id="e", token="t", error=chain)
+    _, deep = storable_result(result, None, max_depth=20)
+    assert deep is not None
+    assert deep.cause is None
+    assert "nested deeper than 20 levels" in deep.message
+    big = TaskFailure(code="BIG", message="m", details={"blob": "x" * 5000})
+    _, large = storable_result(TaskResult(execution_id="e", token="t", error=big), 1000)
+    assert large is not None
+    assert (large.code, large.details) == ("BIG", None)
+    assert "ORBIT_MAX_PAYLOAD_BYTES" in large.message
 
 
 # -- timers and refusals --
@@ -443,3 +612,50 @@ def test_a_task_message_carries_the_attempts_traceparent() -> None:
     assert outgoing.message.token == dispatched[0].token
     assert outgoing.message.idempotency_key == "e-1:a"
     assert outgoing.message.result_route == TOPOLOGY.results_route("e-1")
+
+
+def test_a_long_childs_id_is_cut_with_a_digest_the_same_for_its_first_attempt_as_ever() -> None:
+    import hashlib  # noqa: PLC0415
+
+    parent = "p" * 199
+    first = child_execution_id(parent, "kid")
+    # The form child ids had before each retry ran a child of its own.
+    digest = hashlib.sha256(f"{parent}\0kid".encode()).hexdigest()[:40]
+    assert first == f"{(parent + ':kid')[:150]}:{digest}"
+    second = child_execution_id(parent, "kid", 2)
+    assert len(second) <= 200
+    assert second != first
+
+
+def test_a_parked_firing_puts_its_timer_back() -> None:
+    """A chaos run left executions running for good: the timer service had deleted a
+    timer's row and its TimerDue was parked. The report of it re-arms every timer the
+    execution still wants that is due, and records the loss."""
+    sim = Simulator.from_yaml(HEAD + "workflow: w\nsteps:\n  - id: nap\n    sleep: 10s\n", {})
+    sim.start()
+    due = sim.state.timers["timer:nap"]
+    parked = MessageParked(
+        execution_id="e-1", message_type="TimerDue", reason="rejected", detail="timer timer:nap"
+    )
+    decided = plan(
+        sim.state,
+        [parked],
+        Facts(definition=sim.definition),
+        now=due + 1_000,
+        policy=Policy(),
+        topology=TOPOLOGY,
+    )
+    assert decided is not None
+    assert [type(event).__name__ for event in decided.events] == ["MessageLost"]
+    assert decided.refired == ["timer:nap"]
+    assert "timer:nap" not in decided.timers_before  # so the append writes it again
+    before_due = plan(
+        sim.state,
+        [parked],
+        Facts(definition=sim.definition),
+        now=due - 1_000,
+        policy=Policy(),
+        topology=TOPOLOGY,
+    )
+    assert before_due is not None
+    assert before_due.refired == []  # its row is still there, to fire when due

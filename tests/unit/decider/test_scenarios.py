@@ -56,7 +56,9 @@ from orbit_model.inputs import (
     accept_timer,
     start_execution,
 )
-from orbit_model.queries import evaluate_query
+from orbit_model.outcome_codes import OutcomeCode
+from orbit_model.plan import Policy
+from orbit_model.queries import evaluate_query, projected
 from orbit_model.state import ExecutionState, UnitStatus, evolve, replay
 
 from .simulator import Crash, Fail, Hang, Simulator
@@ -128,12 +130,14 @@ def orbit_err(code: ErrorCode, message: str, retryable: bool = False) -> TaskFai
 
 
 def step_error(step: str, error: TaskFailure) -> TaskFailure:
-    """The execution's error when ``step`` failed for good with ``error``."""
+    """The execution's error when ``step`` failed for good with ``error``: the step's
+    error is its cause, saying where it happened."""
     return TaskFailure(
         code=error.code,
         message=f"step {step!r} failed: {error.message}",
         retryable=False,
         details={"step": step, "code": error.code},
+        cause=error.caused_by(step, "e-1"),
     )
 
 
@@ -442,11 +446,15 @@ def test_a_failed_element_fails_the_step_and_cancels_the_others() -> None:
         TimerFired(key="retry:ship[1]"),
         dispatched("ship[1]", attempt=2),
     ]
-    failure = step_error("ship", flaky)
+    # The step's error names the element it came from, and so does the chain's cause.
+    in_element = flaky.caused_by("ship[1]")
+    failure = step_error("ship", in_element)
+    assert failure.cause is not None
+    assert failure.cause.step == "ship[1]"
     assert sim.result(tok("ship[1]", 2), error=flaky) == [
         StepAttemptFailed(unit="ship[1]", attempt=2, error=flaky),
         StepFailed(unit="ship[1]", error=flaky),
-        StepFailed(unit="ship", error=flaky),
+        StepFailed(unit="ship", error=in_element),
         StepCancelled(unit="ship[0]"),
         StepCancelled(unit="ship[2]"),
         CompensationStarted(cause="failed", error=failure),
@@ -469,7 +477,7 @@ def test_for_over_an_empty_list_gives_an_empty_list() -> None:
 def test_for_over_a_non_list_fails_with_invalid_fan_out() -> None:
     sim = make(FAN_OUT)
     sim.start({"items": {"a": 1}})
-    error = orbit_err(ErrorCode.INVALID_FAN_OUT, "for must give a list, not dict")
+    error = orbit_err(OutcomeCode.INVALID_FAN_OUT, "for must give a list, not dict")
     assert sim.history[2:] == [StepFailed(unit="ship", error=error), *fails_with("ship", error)]
     assert sim.state.error is not None
     assert sim.state.error.code == "INVALID_FAN_OUT"
@@ -479,7 +487,7 @@ def test_for_beyond_the_fan_out_limit_fails_with_limit_exceeded() -> None:
     sim = make(FAN_OUT, limits=Limits(max_fan_out=3))
     sim.start({"items": [1, 2, 3, 4]})
     error = orbit_err(
-        ErrorCode.LIMIT_EXCEEDED, "for over 4 elements exceeds the fan-out limit of 3"
+        OutcomeCode.LIMIT_EXCEEDED, "for over 4 elements exceeds the fan-out limit of 3"
     )
     assert sim.history[2:] == [StepFailed(unit="ship", error=error), *fails_with("ship", error)]
 
@@ -941,23 +949,25 @@ def test_schedule_and_heartbeat_timeouts_fail_the_attempt() -> None:
         """
     )
     sim.start()
-    queued = orbit_err(ErrorCode.SCHEDULE_TIMEOUT, "the attempt waited too long in the queue", True)
-    assert sim.attempt_timeout(tok("a"), ErrorCode.SCHEDULE_TIMEOUT) == [
+    queued = orbit_err(
+        OutcomeCode.SCHEDULE_TIMEOUT, "the attempt waited too long in the queue", True
+    )
+    assert sim.attempt_timeout(tok("a"), OutcomeCode.SCHEDULE_TIMEOUT) == [
         StepAttemptFailed(unit="a", attempt=1, error=queued),
         RetryScheduled(unit="a", next_attempt=2, due_at=T0 + SECOND),
     ]
     # The delivery is no longer in flight: a second report adds nothing.
-    assert accept_attempt_timeout(sim.state, tok("a"), ErrorCode.HEARTBEAT_TIMEOUT) == []
+    assert accept_attempt_timeout(sim.state, tok("a"), OutcomeCode.HEARTBEAT_TIMEOUT) == []
     sim.fire("retry:a", at=T0 + SECOND)
     silent = orbit_err(
-        ErrorCode.HEARTBEAT_TIMEOUT, "the attempt waited too long without a heartbeat", True
+        OutcomeCode.HEARTBEAT_TIMEOUT, "the attempt waited too long without a heartbeat", True
     )
-    assert sim.attempt_timeout(tok("a", 2), ErrorCode.HEARTBEAT_TIMEOUT) == [
+    assert sim.attempt_timeout(tok("a", 2), OutcomeCode.HEARTBEAT_TIMEOUT) == [
         StepAttemptFailed(unit="a", attempt=2, error=silent),
         RetryScheduled(unit="a", next_attempt=3, due_at=T0 + 3 * SECOND),
     ]
     sim.fire("retry:a", at=T0 + 3 * SECOND)
-    assert sim.attempt_timeout(tok("a", 3), ErrorCode.HEARTBEAT_TIMEOUT) == [
+    assert sim.attempt_timeout(tok("a", 3), OutcomeCode.HEARTBEAT_TIMEOUT) == [
         StepAttemptFailed(unit="a", attempt=3, error=silent),
         StepFailed(unit="a", error=silent),
         *fails_with("a", silent),
@@ -1176,6 +1186,74 @@ def test_the_output_schema_defaults_are_applied() -> None:
     ]
 
 
+WORKFLOW_CONTRACT = """
+output_schema:
+  type: object
+  required: [total]
+  properties:
+    total: {type: integer}
+    currency: {type: string, default: EUR}
+tasks:
+  t: {version: "1"}
+  undo: {version: "1"}
+steps:
+  - id: a
+    task: t
+    compensate: {task: undo}
+output:
+  total: ${ steps.a.output }
+"""
+
+
+def test_an_output_breaking_the_workflows_output_schema_fails_it_and_compensates() -> None:
+    sim = make(WORKFLOW_CONTRACT)
+    sim.start()
+    violation = orbit_err(
+        ErrorCode.OUTPUT_CONTRACT_VIOLATION,
+        "the workflow output does not match its schema: $.total: 'ten' is not of type 'integer'",
+    )
+    assert sim.result(tok("a"), "ten") == [
+        succeeded("a", "ten"),
+        CompensationStarted(cause="failed", error=violation),
+        scheduled("compensate:a"),
+        dispatched("compensate:a"),
+    ]
+    assert sim.result(tok("compensate:a"), None) == [
+        succeeded("compensate:a"),
+        WorkflowFailed(error=violation, compensation="completed"),
+    ]
+
+
+def test_the_workflows_output_schema_defaults_are_applied() -> None:
+    sim = make(WORKFLOW_CONTRACT)
+    sim.start()
+    assert sim.result(tok("a"), 10) == [
+        succeeded("a", 10),
+        WorkflowCompleted(output={"total": 10, "currency": "EUR"}),
+    ]
+
+
+def test_a_tasks_error_details_survive_in_the_executions_cause_chain() -> None:
+    sim = make(TWO_STEPS)
+    sim.start()
+    declined = TaskFailure(code="DECLINED", message="no", retryable=False, details={"foo": "bar"})
+    sim.result(tok("a"), error=declined)
+    error = sim.state.error
+    assert error is not None
+    assert error.details == {"step": "a", "code": "DECLINED"}
+    assert error.cause == TaskFailure(
+        code="DECLINED",
+        message="no",
+        retryable=False,
+        details={"foo": "bar"},
+        step="a",
+        execution_id="e-1",
+    )
+    # Only an error that has a chain shows one: the stored form of the others is unchanged.
+    assert "cause" not in declined.model_dump(mode="json")
+    assert error.model_dump(mode="json")["cause"]["details"] == {"foo": "bar"}
+
+
 INPUT_CONTRACT = """
 tasks:
   t:
@@ -1198,7 +1276,7 @@ def test_an_input_breaking_the_input_schema_fails_the_step() -> None:
     sim = make(INPUT_CONTRACT)
     sim.start({"n": "oops"})
     violation = orbit_err(
-        ErrorCode.INPUT_CONTRACT_VIOLATION,
+        OutcomeCode.INPUT_CONTRACT_VIOLATION,
         "the input of t does not match its schema: $.n: 'oops' is not of type 'integer'",
     )
     assert sim.history[2:] == [StepFailed(unit="a", error=violation), *fails_with("a", violation)]
@@ -1545,7 +1623,7 @@ def test_the_history_limit_fails_the_execution_and_compensation_still_runs() -> 
     sim.start()
     assert len(sim.history) == 4
     limit = "the execution reached 6 history events"
-    error = orbit_err(ErrorCode.LIMIT_EXCEEDED, limit)
+    error = orbit_err(OutcomeCode.LIMIT_EXCEEDED, limit)
     # The result itself is event 5; scheduling b is event 6; dispatching it would be 7.
     assert sim.result(tok("a"), "A") == [
         succeeded("a", "A"),
@@ -1598,6 +1676,33 @@ def test_queries_read_the_state() -> None:
     assert evaluate_query(sim.state, sim.definition, "charged") is True
     assert evaluate_query(sim.state, sim.definition, "amount") == 42
     assert evaluate_query(sim.state, sim.definition, "status") == "succeeded"
+
+
+def test_a_query_reads_what_the_next_turn_makes_of_a_stored_signal() -> None:
+    sim = make(
+        """
+        signals: {go: {}}
+        queries:
+          taken: ${ steps.wait.output }
+        steps:
+          - id: wait
+            await: go
+          - id: again
+            await: go
+        """
+    )
+    sim.start()
+    # Recorded by the gateway and acknowledged; the decider has not taken it yet.
+    stored = evolve(sim.state, accept_signal(sim.state, sim.definition, "go", "now")[0])
+    assert evaluate_query(stored, sim.definition, "taken") is None
+    seen = projected(stored, sim.definition, T0, Policy())
+    assert evaluate_query(seen, sim.definition, "taken") == "now"
+    # The projection is what the decider then writes, and it is not stored.
+    assert seen.last_seq > stored.last_seq
+    sim.append(accept_signal(sim.state, sim.definition, "go", "now"))
+    sim.settle()
+    assert evaluate_query(sim.state, sim.definition, "taken") == "now"
+    assert projected(sim.state, sim.definition, T0, Policy()) == sim.state
 
 
 # -- inputs --

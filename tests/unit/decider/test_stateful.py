@@ -23,12 +23,13 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, pr
 from orbit_model import compile_definition
 from orbit_model.decider import Limits, decide
 from orbit_model.events import Event, StepAttemptFailed, StepSucceeded, TaskFailure
-from orbit_model.inputs import LIVENESS_TIMERS, accept_cancel, accept_signal, start_execution
+from orbit_model.inputs import accept_cancel, accept_signal, start_execution
 from orbit_model.ir import AwaitStep, WorkflowIR
 from orbit_model.messages import CancelChild, DeciderInput, DeliveryLost, TaskResult, TimerDue
 from orbit_model.payloads import payload_problem
 from orbit_model.plan import Facts, Policy, plan
 from orbit_model.state import ExecutionState, UnitStatus, evolve, replay
+from orbit_model.timer_keys import TimerKey
 from orbit_model.units import parse_unit
 
 from .simulator import TOPOLOGY, check_messages
@@ -238,7 +239,7 @@ class ExecutionMachine(RuleBasedStateMachine):
         key = data.draw(st.sampled_from(sorted(self.state.timers)))
         self.now = max(self.now, self.state.timers[key])
         heartbeats: dict[str, int | None] = {}
-        if key.partition(":")[0] in LIVENESS_TIMERS:
+        if TimerKey.parse(key).kind.is_liveness:
             # Nobody holds the delivery, its worker is silent, or it heartbeats now.
             heartbeats[key] = data.draw(st.sampled_from([None, 0, self.now]))
         self._turn([TimerDue(execution_id="e-1", key=key)], heartbeats)
@@ -301,7 +302,7 @@ class ExecutionMachine(RuleBasedStateMachine):
             elif self.state.timers:
                 key, due = min(self.state.timers.items(), key=lambda item: (item[1], item[0]))
                 self.now = max(self.now, due)
-                heartbeats = {key: self.now} if key.partition(":")[0] in LIVENESS_TIMERS else {}
+                heartbeats = {key: self.now} if TimerKey.parse(key).kind.is_liveness else {}
                 self._turn([TimerDue(execution_id="e-1", key=key)], heartbeats)
             else:
                 break

@@ -25,6 +25,7 @@ from orbit_model.events import (
 )
 from orbit_model.inputs import start_execution
 from orbit_model.messages import CancelChild, TaskResult
+from orbit_model.outcome_codes import OutcomeCode
 from orbit_model.state import ExecutionState, replay
 from orbit_model.unreadable import (
     MAX_PROBLEM_CHARS,
@@ -138,8 +139,10 @@ def test_a_child_that_cannot_be_read_fails_its_parents_step() -> None:
     [answer] = [outgoing.message for outgoing in end.messages]
     assert isinstance(answer, TaskResult)
     assert answer.error is not None
-    assert answer.error.code == ErrorCode.CHILD_FAILED
+    assert answer.error.code == OutcomeCode.CHILD_FAILED
     family.deliver("p-1", answer)
+    # Not retried: a child that cannot be read says trying again cannot help.
+    assert answer.error.retryable is False
     assert family.states["p-1"].status == "failed"
 
 

@@ -8,11 +8,13 @@ adds its commands to it; ``orbit-server`` registers ``service``, ``dev`` and
 
 from __future__ import annotations
 
-from importlib.metadata import entry_points
+from importlib.metadata import PackageNotFoundError, entry_points, version
+from typing import Annotated
 
 import typer
 
 from orbit_sdk.cli import executions, local, login
+from orbit_sdk.cli.definitions import definitions_app
 
 PLUGIN_GROUP = "orbit.commands"
 """The entry-point group of the packages that add commands to ``orbit``."""
@@ -30,9 +32,48 @@ def build_app() -> typer.Typer:
         # modules, a quarter of a second before the first line is printed.
         rich_markup_mode=None,
     )
+    app.callback()(_main)
     local.register(app)
     executions.register(app)
+    app.add_typer(definitions_app)
     login.register(app)
     for plugin in entry_points(group=PLUGIN_GROUP):
         plugin.load()(app)
     return app
+
+
+DISTRIBUTIONS = ("orbit-sdk", "orbit-model", "orbit-server")
+"""What ``orbit --version`` names: the SDK (the command itself) and what is installed
+beside it."""
+
+
+def versions() -> str:
+    """``orbit 0.1.0 (orbit-sdk 0.1.0, orbit-model 0.1.0, orbit-server 0.1.0)``: the
+    distributions installed here, the server's only where it is."""
+    found = []
+    for name in DISTRIBUTIONS:
+        try:
+            found.append(f"{name} {version(name)}")
+        except PackageNotFoundError:
+            continue
+    return f"orbit {version('orbit-sdk')} ({', '.join(found)})"
+
+
+def _print_version(wanted: bool) -> None:
+    if wanted:
+        print(versions())
+        raise typer.Exit()
+
+
+def _main(
+    show_version: Annotated[
+        bool,
+        typer.Option(
+            "--version",
+            callback=_print_version,
+            is_eager=True,
+            help="Print the version of Orbit's distributions installed here, and exit.",
+        ),
+    ] = False,
+) -> None:
+    """Orbit, a durable workflow engine."""

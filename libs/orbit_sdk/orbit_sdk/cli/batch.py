@@ -1,7 +1,8 @@
 """``orbit start --batch FILE.jsonl``: many starts from a file of JSON lines.
 
 Each non-empty line is one start, ``{"workflow", "version"?, "input"?,
-"execution_id"?}``; a WORKFLOW argument fills in the lines that name none.
+"execution_id"?, "on_conflict"?}``; a WORKFLOW argument fills in the lines that
+name none.
 Every line is read and checked before anything is sent, so a file with a bad
 line starts nothing. The starts go in requests of up to 1,000
 (:meth:`OrbitClient.start_batch`), with a progress bar on stderr; each line
@@ -20,7 +21,7 @@ import typer
 if TYPE_CHECKING:
     from orbit_sdk.client import OrbitClient
 
-_FIELDS = frozenset({"workflow", "version", "input", "execution_id"})
+_FIELDS = frozenset({"workflow", "version", "input", "execution_id", "on_conflict"})
 
 
 def read_starts(source: str, workflow: str | None) -> list[dict[str, Any]]:

@@ -11,7 +11,7 @@ operation failed (printed as ``CODE: message`` on stderr), 2 a usage error.
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 import typer
 
@@ -19,6 +19,7 @@ from orbit_sdk.cli.common import DEFAULT_URL, AsJson, ExecutionId, Url, call, pa
 from orbit_sdk.cli.deploy import deploy
 
 if TYPE_CHECKING:
+    from orbit_model.views import ExecutionView
     from orbit_sdk.client import OrbitClient
 
 # Each command imports rich (orbit_sdk.cli.render) and the client in its body:
@@ -51,6 +52,22 @@ def register(app: typer.Typer) -> None:
 
 # -- executions --------------------------------------------------------------------
 
+StartId = Annotated[
+    str | None,
+    typer.Option(
+        "--id",
+        help="The execution id: the same start again is a no-op; another version or"
+        " input is refused (EXECUTION_EXISTS) unless --use-existing.",
+    ),
+]
+UseExisting = Annotated[
+    bool,
+    typer.Option(
+        "--use-existing",
+        help="With --id: if it exists, answer with it whatever its version or input.",
+    ),
+]
+
 
 def start(
     workflow: Annotated[
@@ -68,8 +85,8 @@ def start(
             callback=_workflow_or_batch,
             metavar="FILE.jsonl",
             help="Start one execution per line of FILE (JSON: {workflow, version?, input?,"
-            " execution_id?}; - for stdin), 1,000 to a request, with a progress bar."
-            " Exit 1 if any was refused.",
+            " execution_id?, on_conflict?}; - for stdin), 1,000 to a request, with a"
+            " progress bar. Exit 1 if any was refused.",
         ),
     ] = None,
     version: Annotated[
@@ -78,9 +95,8 @@ def start(
     input_text: Annotated[
         str | None, typer.Option("--input", help="The input: JSON text, or @FILE of JSON.")
     ] = None,
-    execution_id: Annotated[
-        str | None, typer.Option("--id", help="The execution id (starting it again is a no-op).")
-    ] = None,
+    execution_id: StartId = None,
+    use_existing: UseExisting = False,
     wait: Annotated[
         bool, typer.Option("--wait", help="Show each step as it moves until the execution ends.")
     ] = False,
@@ -94,7 +110,8 @@ def start(
     """Start an execution; with --wait, follow it and exit 0 only if it completed."""
     if batch is not None:
         given = [name for name, value in (("--input", input_text), ("--id", execution_id),
-                 ("--version", version), ("--wait", wait)) if value]  # fmt: skip
+                 ("--version", version), ("--wait", wait), ("--use-existing", use_existing))
+                 if value]  # fmt: skip
         if given:
             raise typer.BadParameter(f"--batch takes no {given[0]}: each line says it")
         _start_batch(batch, workflow, url, as_json)
@@ -110,6 +127,7 @@ def start(
         timeout=timeout,
         url=url,
         as_json=as_json,
+        on_conflict="use_existing" if use_existing else "fail",
     )
 
 
@@ -134,12 +152,15 @@ def _start_one(
     timeout: float | None,
     url: str,
     as_json: bool,
+    on_conflict: Literal["fail", "use_existing"],
 ) -> None:
     from orbit_sdk.cli import render  # noqa: PLC0415
     from orbit_sdk.cli.follow import follow  # noqa: PLC0415
 
-    async def run(client: OrbitClient) -> tuple[dict[str, Any], dict[str, Any] | None]:
-        started = await client.start(workflow, payload, version, execution_id)
+    async def run(client: OrbitClient) -> tuple[dict[str, Any], ExecutionView | None]:
+        started = await client.start(
+            workflow, payload, version, execution_id, on_conflict=on_conflict
+        )
         if not wait:
             return started, None
         if not as_json:
@@ -155,10 +176,10 @@ def _start_one(
             render.console().print(_started_line(started), markup=False)
         return
     if as_json:
-        render.print_json(ended)
+        render.print_view(ended)
     else:
         render.show_execution(render.console(), ended)
-    raise typer.Exit(0 if ended.get("status") == "completed" else 1)
+    raise typer.Exit(0 if ended.status == "completed" else 1)
 
 
 def _start_batch(source: str, workflow: str | None, url: str, as_json: bool) -> None:
@@ -194,7 +215,7 @@ def get(execution_id: ExecutionId, url: Url = DEFAULT_URL, as_json: AsJson = Fal
 
     execution = call(url, lambda client: client.get(execution_id))
     if as_json:
-        render.print_json(execution)
+        render.print_view(execution)
     else:
         render.show_execution(render.console(), execution)
 
@@ -227,16 +248,15 @@ def list_executions(
     wanted = None if status is None else status.value
     page = call(url, lambda client: client.list(wanted, workflow, limit, cursor))
     if as_json:
-        render.print_json(page)
+        render.print_view(page)
         return
     out = render.console()
-    items = page.get("items") or []
-    if items:
-        out.print(render.executions_table(items))
+    if page.items:
+        out.print(render.executions_table(page.items, out.width))
     else:
         out.print("no executions", markup=False)
-    if page.get("next_cursor"):
-        out.print(f"more: --cursor {page['next_cursor']}", markup=False)
+    if page.next_cursor:
+        out.print(f"more: --cursor {page.next_cursor}", markup=False)
 
 
 def signal(
@@ -278,10 +298,10 @@ def cancel(
 
     execution = call(url, lambda client: client.cancel(execution_id, reason))
     if as_json:
-        render.print_json(execution)
+        render.print_view(execution)
     else:
         render.console().print(
-            f"cancel requested for {execution_id} (status {execution.get('status')})",
+            f"cancel requested for {execution_id} (status {execution.status})",
             markup=False,
         )
 

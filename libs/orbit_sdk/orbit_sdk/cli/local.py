@@ -7,9 +7,10 @@ for the compiler, and ``orbit validate`` not for the AMQP client.
 from __future__ import annotations
 
 import importlib
+import json
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -23,35 +24,60 @@ def register(app: typer.Typer) -> None:
 def validate(
     files: Annotated[list[Path], typer.Argument(help="Workflow YAML files.", show_default=False)],
     ir: Annotated[bool, typer.Option("--ir", help="Print each compiled IR as JSON.")] = False,
+    as_json: Annotated[
+        bool,
+        typer.Option(
+            "--json",
+            help="Print a JSON list: per file its workflow, version and hash (and IR with"
+            " --ir), or its problems.",
+        ),
+    ] = False,
 ) -> None:
     """Compile workflow files; print `ok NAME@VERSION HASH` or every error with its line.
 
     Exits 0 when every file compiles, 1 otherwise.
     """
+    compiled = [_compiled(path, with_ir=ir) for path in files]
+    if as_json:
+        results = [result for result, _ in compiled]
+        sys.stdout.write(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    for result, errors in [] if as_json else compiled:
+        for line in errors:
+            print(line, file=sys.stderr)
+        if errors:
+            continue
+        if ir:
+            sys.stdout.write(json.dumps(result["ir"], indent=2, ensure_ascii=False) + "\n")
+        else:
+            print(f"ok {result['workflow']}@{result['version']} {result['hash']}")
+    raise typer.Exit(1 if any(errors for _, errors in compiled) else 0)
+
+
+def _compiled(path: Path, *, with_ir: bool) -> tuple[dict[str, Any], list[str]]:
+    """What compiling ``path`` gave: its name, version and hash (and IR), or its problems;
+    and each problem as the line ``FILE:LINE: path: message``."""
     from orbit_model.compiler import compile_definition  # noqa: PLC0415
     from orbit_model.problems import DefinitionError  # noqa: PLC0415
 
-    failed = False
-    for path in files:
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as error:
-            reason = getattr(error, "strerror", None) or error
-            print(f"{path}: cannot read: {reason}", file=sys.stderr)
-            failed = True
-            continue
-        try:
-            definition = compile_definition(text, str(path))
-        except DefinitionError as error:
-            for problem in error.problems:
-                print(problem, file=sys.stderr)
-            failed = True
-            continue
-        if ir:
-            sys.stdout.write(definition.ir.model_dump_json(indent=2, exclude_none=True) + "\n")
-        else:
-            print(f"ok {definition.ref} {definition.hash}")
-    raise typer.Exit(1 if failed else 0)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = f"cannot read: {getattr(error, 'strerror', None) or error}"
+        return {"file": str(path), "problems": [{"message": reason}]}, [f"{path}: {reason}"]
+    try:
+        definition = compile_definition(text, str(path))
+    except DefinitionError as error:
+        problems = [{"line": p.line, "path": p.path, "message": p.message} for p in error.problems]
+        return {"file": str(path), "problems": problems}, [str(p) for p in error.problems]
+    result: dict[str, Any] = {
+        "file": str(path),
+        "workflow": definition.ir.name,
+        "version": definition.ir.version,
+        "hash": definition.hash,
+    }
+    if with_ir:
+        result["ir"] = definition.ir.to_json_data()
+    return result, []
 
 
 def worker(

@@ -6,12 +6,14 @@ where every later command finds it; ``ORBIT_TOKEN`` still wins when set.
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Annotated
 
 import typer
 
-from orbit_sdk.cli.common import Url, call, fail
+from orbit_sdk.cli.common import AsJson, Url, call, fail
+from orbit_sdk.cli.hints import orbit_command
 
 
 def register(app: typer.Typer) -> None:
@@ -33,6 +35,7 @@ def login(
     show: Annotated[
         bool, typer.Option("--show", help="Print the token saved for the gateway, and exit.")
     ] = False,
+    as_json: AsJson = False,
 ) -> None:
     """Check an API token against the gateway and save it for later commands."""
     from orbit_sdk.credentials import save_token, saved_token  # noqa: PLC0415
@@ -40,8 +43,9 @@ def login(
     if show:
         saved = saved_token(url)
         if saved is None:
-            fail("NOT_FOUND", f"no token is saved for {url}; run: orbit login --url {url}")
-        print(saved)
+            hint = f"run: {orbit_command()} login --url {url}"
+            fail("NOT_FOUND", f"no token is saved for {url}; {hint}")
+        print(json.dumps({"url": url, "token": saved}) if as_json else saved)
         return
     if token == "-":
         token = sys.stdin.readline().strip()
@@ -51,7 +55,10 @@ def login(
         raise typer.BadParameter("the token is empty", param_hint="--token")
     _check(url, token)
     path = save_token(url, token)
-    print(f"logged in to {url}; the token is kept in {path}")
+    if as_json:
+        print(json.dumps({"url": url, "saved_in": str(path)}))
+    else:
+        print(f"logged in to {url}; the token is kept in {path}")
 
 
 def _check(url: str, token: str) -> None:
@@ -68,11 +75,14 @@ def _check(url: str, token: str) -> None:
     call(url, probe, token=token)
 
 
-def logout(url: Url = "") -> None:
+def logout(url: Url = "", as_json: AsJson = False) -> None:
     """Forget the token saved for the gateway."""
     from orbit_sdk.credentials import forget_token  # noqa: PLC0415
 
-    if forget_token(url):
+    forgot = forget_token(url)
+    if as_json:
+        print(json.dumps({"url": url, "logged_out": forgot}))
+    elif forgot:
         print(f"logged out of {url}")
     else:
         print(f"no token was saved for {url}")

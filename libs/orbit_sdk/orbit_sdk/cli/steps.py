@@ -8,59 +8,57 @@ it runs after, or a ``for`` step's elements. This module only words it.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # only read here: the models load with the view that holds them
+    from orbit_model.views import StepView, WaitsForElements, WaitsForWorker
 
 
-def waiting_for(view: Mapping[str, Any], *, now: datetime | None = None) -> str:
+def waiting_for(view: StepView, *, now: datetime | None = None) -> str:
     """A short text of what the step waits for; empty when it waits for nothing.
 
     Args:
         view: The step as the execution view shows it.
         now: The time to count "in 5m" from (default: now).
     """
-    wait = view.get("waiting_for")
-    if not wait:
+    wait = view.waiting_for
+    if wait is None:
         return ""
-    kind = wait.get("kind")
-    if kind == "worker":
-        return f"a worker for {wait.get('task')} ({_workers(wait)})"
-    if kind == "signal":
-        timeout = wait.get("timeout_at")
-        if timeout is None:
-            return f"signal {wait.get('name')}"
-        return f"signal {wait.get('name')} (times out {_at(timeout, now)})"
-    if kind == "retry":
-        return f"retry (attempt {wait.get('attempt')}) {_at(wait.get('at'), now)}".rstrip()
-    if kind == "timer":
-        return f"timer {_at(wait.get('at'), now)}".rstrip()
-    if kind == "child":
-        return f"child workflow {wait.get('workflow')} ({wait.get('execution_id')})"
-    if kind == "dependencies":
-        return "steps " + ", ".join(wait.get("steps") or ())
-    if kind == "elements":
-        counts = wait.get("counts") or {}
-        text = "elements: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
-        if wait.get("workers_online") is not None:
-            text += f" (a worker for {wait.get('task')}: {_workers(wait)})"
+    if wait.kind == "worker":
+        return f"a worker for {wait.task} ({_workers(wait)})"
+    if wait.kind == "signal":
+        if wait.timeout_at is None:
+            return f"signal {wait.name}"
+        return f"signal {wait.name} (times out {_at(wait.timeout_at, now)})"
+    if wait.kind == "retry":
+        return f"retry (attempt {wait.attempt}) {_at(wait.at, now)}".rstrip()
+    if wait.kind == "timer":
+        return f"timer {_at(wait.at, now)}".rstrip()
+    if wait.kind == "child":
+        return f"child workflow {wait.workflow} ({wait.execution_id})"
+    if wait.kind == "dependencies":
+        return "steps " + ", ".join(wait.steps)
+    if wait.kind == "elements":
+        text = "elements: " + ", ".join(f"{n} {s}" for s, n in sorted(wait.counts.items()))
+        if wait.workers_online is not None:
+            text += f" (a worker for {wait.task}: {_workers(wait)})"
         return text
-    if kind == "redelivery":
-        return f"redelivery of attempt {wait.get('attempt')} (its worker was lost)"
-    if kind == "http":
+    if wait.kind == "redelivery":
+        return f"redelivery of attempt {wait.attempt} (its worker was lost)"
+    if wait.kind == "http":
         return "the HTTP adapter"
-    if kind == "dispatch":
-        return "dispatch"
-    return str(kind)
+    return str(wait.kind)  # dispatch
 
 
-def _workers(wait: Mapping[str, Any]) -> str:
-    online = int(wait.get("workers_online") or 0)
+def _workers(wait: WaitsForWorker | WaitsForElements) -> str:
+    online = wait.workers_online or 0
     text = "none online" if online == 0 else f"{online} online"
-    if wait.get("held_by"):
-        text += f", held by {wait['held_by']}"
-    elif wait.get("held"):
-        text += f", {wait['held']} held"
+    if wait.kind == "worker":
+        if wait.held_by:
+            text += f", held by {wait.held_by}"
+    elif wait.held:
+        text += f", {wait.held} held"
     return text
 
 
@@ -69,11 +67,11 @@ def _at(iso: str | None, now: datetime | None) -> str:
         return ""
     when = datetime.fromisoformat(iso.replace("Z", "+00:00"))
     left = int((when - (now or datetime.now(UTC))).total_seconds() * 1000)
-    relative = f"in {_span(left)}" if left > 0 else "due now"
+    relative = f"in {span(left)}" if left > 0 else "due now"
     return f"at {when.strftime('%Y-%m-%d %H:%M:%SZ')} ({relative})"
 
 
-def _span(ms: int) -> str:
+def span(ms: int) -> str:
     """``90061000`` as ``1d1h1m1s``; under a second as ``250ms``."""
     if ms < 1000:
         return f"{ms}ms"

@@ -7,11 +7,22 @@ of 5 at 14:02:10". Times are shown in UTC, as everywhere in the console.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
 from datetime import datetime
-from typing import Any
 
 from orbit_model.ir import CallStep, WorkflowIR
+from orbit_model.views import (
+    ExecutionView,
+    WaitingFor,
+    WaitsForChild,
+    WaitsForDispatch,
+    WaitsForElements,
+    WaitsForHttp,
+    WaitsForRedelivery,
+    WaitsForRetry,
+    WaitsForSignal,
+    WaitsForTimer,
+    WaitsForWorker,
+)
 
 
 def clock(iso: str | None) -> str:
@@ -37,44 +48,54 @@ def _workers(task: str, online: int | None) -> str:
     return " (none online)" if online == 0 else f" ({online} online)"
 
 
-def reason(wait: Mapping[str, Any], ir: WorkflowIR) -> str:
-    """One step's reason (an item of the view's ``waiting_for``) as a sentence."""
-    step = wait.get("step", "?")
-    kind = wait.get("kind")
-    if kind == "signal":
-        text = f"waiting for signal {wait['name']}"
-        if wait.get("timeout_at"):
-            text += f" (until {clock(wait['timeout_at'])})"
-        return text
-    if kind == "worker":
-        task = wait["task"]
-        if wait.get("held_by"):
-            return f"{step}: running on worker {wait['held_by']} (attempt {wait['attempt']})"
-        return f"{step}: waiting for a worker for {task}{_workers(task, wait['workers_online'])}"
-    if kind == "retry":
-        most = _max_attempts(ir, str(step))
-        of = f" of {most}" if most is not None else ""
-        error = f" after {wait['last_error']}" if wait.get("last_error") else ""
-        return f"{step}: retry {wait['attempt']}{of} at {clock(wait.get('at'))}{error}"
-    if kind == "timer":
-        return f"{step}: sleeping until {clock(wait.get('at'))}"
-    if kind == "child":
-        return f"{step}: waiting for child execution {wait['execution_id']} ({wait['workflow']})"
-    if kind == "http":
-        return f"{step}: the HTTP adapter runs attempt {wait['attempt']}"
-    if kind == "redelivery":
-        return f"{step}: its worker was lost; attempt {wait['attempt']} is sent again"
-    if kind == "dispatch":
-        return f"{step}: about to be dispatched"
-    if kind == "elements":
-        counts = wait.get("counts", {})
-        done = sum(counts.get(s, 0) for s in ("succeeded", "failed", "skipped", "cancelled"))
-        text = f"{step}: {done} of {wait['total']} elements done"
-        if "workers_online" in wait:
-            text += f", for {wait['task']}{_workers(wait['task'], wait['workers_online'])}"
-        return text
-    return f"{step}: waiting ({kind})"
+def reason(step: str, wait: WaitingFor, ir: WorkflowIR) -> str:
+    """What ``step`` waits for (an item of the view's ``waiting_for``) as a sentence."""
+    match wait:
+        case WaitsForSignal():
+            text = f"waiting for signal {wait.name}"
+            if wait.timeout_at:
+                text += f" (until {clock(wait.timeout_at)})"
+            return text
+        case WaitsForWorker() if wait.held_by:
+            return f"{step}: running on worker {wait.held_by} (attempt {wait.attempt})"
+        case WaitsForWorker():
+            return (
+                f"{step}: waiting for a worker for {wait.task}"
+                f"{_workers(wait.task, wait.workers_online)}"
+            )
+        case WaitsForRetry():
+            most = _max_attempts(ir, step)
+            of = f" of {most}" if most is not None else ""
+            error = f" after {wait.last_error}" if wait.last_error else ""
+            return f"{step}: retry {wait.attempt}{of} at {clock(wait.at)}{error}"
+        case WaitsForTimer():
+            return f"{step}: sleeping until {clock(wait.at)}"
+        case WaitsForChild():
+            return f"{step}: waiting for child execution {wait.execution_id} ({wait.workflow})"
+        case WaitsForHttp():
+            return f"{step}: the HTTP adapter runs attempt {wait.attempt}"
+        case WaitsForRedelivery():
+            return f"{step}: its worker was lost; attempt {wait.attempt} is sent again"
+        case WaitsForDispatch():
+            return f"{step}: about to be dispatched"
+        case WaitsForElements():
+            return _elements_reason(step, wait)
+    return f"{step}: waiting ({wait.kind})"
 
 
-def reasons(waiting_for: Iterable[Mapping[str, Any]], ir: WorkflowIR) -> list[str]:
-    return [reason(wait, ir) for wait in waiting_for]
+def _elements_reason(step: str, wait: WaitsForElements) -> str:
+    done = sum(wait.counts.get(s, 0) for s in ("succeeded", "failed", "skipped", "cancelled"))
+    text = f"{step}: {done} of {wait.total} elements done"
+    if wait.workers_online is not None:  # a task's: a child's or HTTP's count no workers
+        text += f", for {wait.task}{_workers(wait.task, wait.workers_online)}"
+    return text
+
+
+def reasons(view: ExecutionView, ir: WorkflowIR) -> list[str]:
+    """The reasons of the execution's ``waiting_for``, each its step's typed wait."""
+    shown = []
+    for wait in view.waiting_for:
+        step_wait = view.steps[wait.step].waiting_for
+        if step_wait is not None:
+            shown.append(reason(wait.step, step_wait, ir))
+    return shown

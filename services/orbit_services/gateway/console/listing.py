@@ -8,18 +8,18 @@ says ``HX-Target: results`` and gets only that part).
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from urllib.parse import urlencode
 
 from fastapi import APIRouter, Request
 from starlette.responses import RedirectResponse, Response
 
-from orbit_model.access import Grant, Scope, like_pattern
+from orbit_model.access import Grant, TokenScope, like_pattern
 from orbit_model.cursors import decode_cursor, encode_cursor
 from orbit_model.errors import ErrorCode, OrbitError
-from orbit_services.gateway.auth import ExecutionsRead
+from orbit_services.gateway.api.executions import STATUSES, Executions
+from orbit_services.gateway.api.views import summary
+from orbit_services.gateway.console import paths
 from orbit_services.gateway.console.render import render
-from orbit_services.gateway.executions import STATUSES, Executions
-from orbit_services.gateway.views import summary
+from orbit_services.gateway.edge.auth import ExecutionsRead
 from orbit_services.store.console import ConsoleReads, ListFilter
 from orbit_services.store.rows import ExecutionRow
 
@@ -80,14 +80,14 @@ def _check(grant: Grant, status: str | None, workflow: str | None) -> None:
             ErrorCode.INVALID_REQUEST, f"unknown status {status!r}; one of: {', '.join(STATUSES)}"
         )
     if workflow is not None:
-        grant.require(Scope.EXECUTIONS_READ, workflow)
+        grant.require(TokenScope.EXECUTIONS_READ, workflow)
 
 
 def listing_router(executions: Executions) -> APIRouter:
     router = APIRouter()
     console = executions.store.console
 
-    @router.get("/ui", include_in_schema=False)
+    @router.get(paths.MOUNT, include_in_schema=False)
     async def executions_list(
         request: Request,
         *,
@@ -108,7 +108,7 @@ def listing_router(executions: Executions) -> APIRouter:
         if query is not None and cursor is None:  # an exact id goes straight to it
             found = await executions.store.execution(query)
             if found is not None and grant.covers(found.workflow):
-                return RedirectResponse(f"/ui/executions/{found.execution_id}", 303)
+                return RedirectResponse(paths.execution(found.execution_id), 303)
         where = _where(grant, workflow, since, until, query)
         page, more = await _page(console, where, status, cursor)
         counts = _counts(await console.counts(where))
@@ -129,14 +129,17 @@ def listing_router(executions: Executions) -> APIRouter:
             total=sum(counts.values()),
             filters={key: value or "" for key, value in filters.items()},
             statuses=STATUSES,
-            status_url=lambda value: "/ui?" + urlencode({**shown, "status": value}),
-            next_url="/ui?" + urlencode({**shown, "cursor": encode_cursor(page[-1].position)})
+            status_url=lambda value: paths.listing({**shown, "status": value}),
+            next_url=paths.listing({**shown, "cursor": encode_cursor(page[-1].position)})
             if more
             else None,
-            first_url="/ui?" + urlencode(shown) if cursor else None,
-            refresh_url="/ui?" + urlencode({**shown, **({"cursor": cursor} if cursor else {})}),
+            first_url=paths.listing(shown) if cursor else None,
+            refresh_url=paths.listing({**shown, **({"cursor": cursor} if cursor else {})}),
             refresh_seconds=REFRESH_SECONDS,
-            workflows=sorted({d["name"] for d in await executions.definitions()}, key=str.lower),
+            workflows=sorted(
+                {d["name"] for d in await executions.definitions() if grant.covers(d["name"])},
+                key=str.lower,
+            ),
         )
 
     return router

@@ -21,13 +21,15 @@ from pygments.lexers import JsonLexer, YamlLexer
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
-from orbit_model.access import Grant, Scope
+from orbit_model.access import Grant, TokenScope
+from orbit_model.causes import causes_of
 from orbit_model.errors import ErrorCode, OrbitError
+from orbit_services.gateway.console import paths
 from orbit_services.gateway.console.palette import status_colour
-from orbit_services.gateway.console.session import CSRF_FIELD, csrf_token, keep_csrf
+from orbit_services.gateway.edge.console_session import CSRF_FIELD, csrf_token, keep_csrf
 
 HERE = Path(__file__).parent
-STATIC_VERSION = "1"
+STATIC_VERSION = "2"
 """Bumped when a static file changes, so browsers fetch it again."""
 
 _FORMATTER = HtmlFormatter(nowrap=True, classprefix="hl-")
@@ -62,15 +64,17 @@ def _environment() -> Environment:
     environment.filters["pretty_yaml"] = pretty_yaml
     environment.filters["when"] = when
     environment.filters["colour"] = status_colour
+    environment.filters["causes"] = causes_of
     environment.globals["static_version"] = STATIC_VERSION
     environment.globals["csrf_field"] = CSRF_FIELD
+    environment.globals["paths"] = paths
     return environment
 
 
 TEMPLATES = _environment()
 
 
-def may(grant: Grant, scope: Scope, workflow: str | None = None) -> bool:
+def may(grant: Grant, scope: TokenScope, workflow: str | None = None) -> bool:
     """Whether ``grant`` holds ``scope`` (for ``workflow``): what decides if a page shows
     an action's button; the action's route checks again."""
     return grant.allows(scope) and (workflow is None or grant.covers(workflow))
@@ -81,7 +85,7 @@ def render(request: Request, template: str, status: int = 200, **context: Any) -
     token, new = csrf_token(request)
     grant = request.scope.get("state", {}).get("grant")
     body = TEMPLATES.get_template(template).render(
-        request=request, csrf=token, grant=grant, Scope=Scope, may=may, **context
+        request=request, csrf=token, grant=grant, TokenScope=TokenScope, may=may, **context
     )
     response = HTMLResponse(body, status_code=status)
     if new:
@@ -103,4 +107,19 @@ def error_page(request: Request, error: OrbitError) -> Response:
         status=error.code.http_status if isinstance(error.code, ErrorCode) else 500,
         title=title,
         error=error,
+    )
+
+
+def refusal(request: Request, error: OrbitError) -> Response:
+    """A form's refusal, for htmx to show beside the forms (not a whole page): once the
+    execution has ended, the forms go too."""
+    status = error.code.http_status if isinstance(error.code, ErrorCode) else 500
+    ended = error.code == ErrorCode.EXECUTION_FINISHED
+    return render(
+        request,
+        "_action_result.html",
+        status=status,
+        message=error.message,
+        ok=False,
+        controls="closed" if ended else "open",
     )

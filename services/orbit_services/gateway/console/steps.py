@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from orbit_model.units import FINALLY_PREFIX
+from orbit_model.views import StepView, WaitsForWorker
 
 _ENDS = frozenset({"StepSucceeded", "StepFailed", "StepSkipped", "StepCancelled"})
 _STARTS = frozenset({"StepScheduled", "StepFanOut", "StepDispatched", "TimerStarted"})
@@ -57,18 +58,16 @@ def _step_of(unit: str) -> str:
     return unit.removeprefix(FINALLY_PREFIX).split("[", 1)[0]
 
 
-def step_rows(
-    steps: Mapping[str, Mapping[str, Any]], history: Iterable[Mapping[str, Any]]
-) -> list[StepRow]:
+def step_rows(steps: Mapping[str, StepView], history: Iterable[Mapping[str, Any]]) -> list[StepRow]:
     """One row per step of the view, in the view's order (the definition's)."""
     rows = {
         step_id: StepRow(
             step=step_id,
-            kind=str(view.get("kind", "")),
-            status=str(view["status"]),
-            attempt=int(view.get("attempt", 0)),
-            error=view.get("error"),
-            elements=view.get("elements"),
+            kind=view.kind,
+            status=view.status,
+            attempt=view.attempt,
+            error=view.error,
+            elements=view.elements,
         )
         for step_id, view in steps.items()
     }
@@ -90,10 +89,10 @@ def step_rows(
             row.ended = at
     for row in rows.values():
         view = steps[row.step]
-        wait = view.get("waiting_for") or {}
-        if wait.get("held_by"):
-            row.worker = str(wait["held_by"])
-        if view["status"] not in ("succeeded", "failed", "skipped", "cancelled"):
+        wait = view.waiting_for
+        if isinstance(wait, WaitsForWorker) and wait.held_by:
+            row.worker = wait.held_by
+        if view.status not in ("succeeded", "failed", "skipped", "cancelled"):
             row.ended = None  # running again, or not yet done: no end to show
     return list(rows.values())
 

@@ -22,9 +22,11 @@ from html import escape
 from typing import Any
 
 from orbit_model.events import TERMINAL_EVENTS
-from orbit_model.ir import CallStep, WorkflowIR
+from orbit_model.ir import AwaitStep, CallStep, SleepStep, WorkflowIR
+from orbit_model.timer_keys import MalformedTimerKey, TimerKey, TimerKind
 from orbit_model.units import parse_unit
 
+from . import svg
 from .palette import BAR_COLOURS, FAILURE_MARK, MUTED, TEXT
 
 WIDTH = 960
@@ -39,9 +41,14 @@ MIN_BAR = 2
 MAX_ROWS = 300
 """Past this many units (a large fan-out) the rest are counted, not drawn: the page
 would grow by thousands of rows, and the history lists them all anyway."""
+MAX_SPANS = 2_000
+"""The most bars (and the most failure marks) drawn: each shown row draws its last
+``MAX_SPANS // rows`` of them, so a step retried 30,000 times is not a 26 MB drawing."""
 MAX_NOTE = 300
 """How much of an error message a tooltip quotes."""
 TITLE_ID = "timeline-title"
+
+Step = CallStep | AwaitStep | SleepStep
 
 
 @dataclass
@@ -117,14 +124,14 @@ def _entries(history: Sequence[Mapping[str, Any]]) -> list[Entry]:
     return entries
 
 
-def unit_kind(ir: WorkflowIR, key: str) -> str:
+def unit_kind(steps: Mapping[tuple[bool, str], Step], key: str) -> str:
     """``task``, ``http``, ``workflow``, ``await``, ``sleep`` or ``for`` (a fan-out's own
-    record); ``unknown`` for a unit the definition has no step for."""
+    record); ``unknown`` for a unit the definition has no step for. ``steps`` are by
+    ``(finally?, id)``: one look-up per unit, not a pass over the steps."""
     parsed = parse_unit(key)
     if parsed.role == "compensate":
         return "task"
-    steps = ir.finally_steps if parsed.role == "finally" else ir.steps
-    step = next((s for s in steps if s.id == parsed.step), None)
+    step = steps.get((parsed.role == "finally", parsed.step))
     if step is None:
         return "unknown"
     if isinstance(step, CallStep) and step.for_each is not None and parsed.role == "step":
@@ -136,13 +143,14 @@ class Gantt:
     """The rows, built by one pass over the entries, one method per event type."""
 
     def __init__(self, ir: WorkflowIR) -> None:
-        self.ir = ir
+        self.steps = {(False, step.id): step for step in ir.steps}
+        self.steps |= {(True, step.id): step for step in ir.finally_steps}
         self.rows: dict[str, Row] = {}
         self.closed = False
 
     def row(self, unit: str) -> Row:
         if unit not in self.rows:
-            self.rows[unit] = Row(unit, unit_kind(self.ir, unit))
+            self.rows[unit] = Row(unit, unit_kind(self.steps, unit))
         return self.rows[unit]
 
     def feed(self, entry: Entry) -> None:
@@ -230,9 +238,12 @@ class Gantt:
             self.start(row, "sleep", entry.at)
 
     def timer_fired(self, entry: Entry) -> None:
-        kind, _, rest = str(entry.data.get("key", "")).partition(":")
-        if kind == "timer" and rest in self.rows:
-            self.end(self.rows[rest], "sleep", entry.at, "fired")
+        try:
+            key = TimerKey.parse(str(entry.data.get("key", "")))
+        except MalformedTimerKey:
+            return
+        if key.kind is TimerKind.TIMER and key.subject in self.rows:
+            self.end(self.rows[key.subject], "sleep", entry.at, "fired")
 
 
 _REDELIVERY = "a redelivery: the worker before may have run it"
@@ -300,17 +311,6 @@ def _tick_step(span: float) -> float:
 # -- the drawing ---------------------------------------------------------------
 
 
-def _tag(name: str, attributes: Mapping[str, object], *children: str) -> str:
-    attrs = "".join(f' {key}="{escape(str(value))}"' for key, value in attributes.items())
-    if not children:
-        return f"<{name}{attrs}/>"
-    return f"<{name}{attrs}>{''.join(children)}</{name}>"
-
-
-def _title(text: str) -> str:
-    return f"<title>{escape(text)}</title>"
-
-
 @dataclass(frozen=True)
 class Frame:
     """Where the drawing's time and rows are: the axis from ``origin`` to ``end``."""
@@ -342,11 +342,11 @@ def _axis(frame: Frame, height: float) -> str:
     while at <= frame.end + 1e-6:
         x = frame.x(at)
         line = {"class": "tick", "x1": x, "x2": x, "y1": AXIS_HEIGHT - 4, "y2": height}
-        ticks.append(_tag("line", {**line, "stroke": "#e0e0e0"}))
+        ticks.append(svg.tag("line", {**line, "stroke": "#e0e0e0"}))
         label = {"class": "tick-label", "x": x, "y": AXIS_HEIGHT - 8, "text-anchor": "middle"}
-        ticks.append(_tag("text", {**label, "fill": MUTED}, escape(frame.offset(at))))
+        ticks.append(svg.tag("text", {**label, "fill": MUTED}, escape(frame.offset(at))))
         at += step
-    return _tag("g", {"class": "axis"}, *ticks)
+    return svg.tag("g", {"class": "axis"}, *ticks)
 
 
 def _bar_title(bar: Bar, frame: Frame, end: float) -> str:
@@ -387,7 +387,7 @@ def _bar(bar: Bar, frame: Frame, index: int) -> str:
     if kind == "retry-wait":
         # A wait, not work: faint, with a dashed outline.
         attributes.update({"fill-opacity": 0.3, "stroke": colour, "stroke-dasharray": "3 2"})
-    return _tag("rect", attributes, _title(_bar_title(bar, frame, end)))
+    return svg.tag("rect", attributes, svg.title(_bar_title(bar, frame, end)))
 
 
 def _mark(mark: Mark, frame: Frame, index: int) -> str:
@@ -402,53 +402,44 @@ def _mark(mark: Mark, frame: Frame, index: int) -> str:
         "fill": FAILURE_MARK,
         "stroke": "#ffffff",
     }
-    return _tag("path", attributes, _title(f"{text} · {mark.note}" if mark.note else text))
+    return svg.tag("path", attributes, svg.title(f"{text} · {mark.note}" if mark.note else text))
 
 
-def _label(row: Row, frame: Frame, index: int) -> str:
+def _label(row: Row, frame: Frame, index: int, share: int) -> str:
     room = max((frame.label_width - PADDING) // CHAR_WIDTH, 4)
     shown = row.unit if len(row.unit) <= room else row.unit[: room - 1] + "…"
     about = f"{row.unit} ({row.kind})"
+    if len(row.bars) > share:
+        about += f", its first {len(row.bars) - share:,} spans not drawn"
     if row.skipped is not None:
         about += f", skipped: {row.skipped}"
     attributes = {"class": "row-label", "x": PADDING, "y": frame.y(index) + ROW_HEIGHT * 0.7}
-    return _tag("text", {**attributes, "fill": TEXT}, _title(about), escape(shown))
+    return svg.tag("text", {**attributes, "fill": TEXT}, svg.title(about), escape(shown))
 
 
-def _row(row: Row, frame: Frame, index: int) -> Iterator[str]:
+def _row(row: Row, frame: Frame, index: int, share: int) -> Iterator[str]:
     if index % 2:
         background = {"class": "row-bg", "x": 0, "y": frame.y(index), "width": WIDTH}
-        yield _tag("rect", {**background, "height": ROW_HEIGHT, "fill": "#f5f5f5"})
-    yield _label(row, frame, index)
+        yield svg.tag("rect", {**background, "height": ROW_HEIGHT, "fill": "#f5f5f5"})
+    yield _label(row, frame, index, share)
     if row.span:
         y = frame.y(index) + ROW_HEIGHT / 2
         end = row.span[-1] if len(row.span) > 1 else frame.end
         line = {"class": "span", "x1": frame.x(row.span[0]), "x2": frame.x(end), "y1": y, "y2": y}
-        yield _tag("line", {**line, "stroke": MUTED, "stroke-dasharray": "1 3"})
-    for bar in row.bars:
+        yield svg.tag("line", {**line, "stroke": MUTED, "stroke-dasharray": "1 3"})
+    for bar in row.bars[-share:]:
         yield _bar(bar, frame, index)
-    for mark in row.marks:
+    for mark in row.marks[-share:]:
         yield _mark(mark, frame, index)
 
 
 def _svg(width: int, height: float, title: str, *body: str) -> str:
-    attributes = {
-        "xmlns": "http://www.w3.org/2000/svg",
-        "class": "timeline",
-        "role": "img",
-        "aria-labelledby": TITLE_ID,
-        "viewBox": f"0 0 {width} {height}",
-        "width": width,
-        "height": height,
-        "font-family": "system-ui, sans-serif",
-        "font-size": 12,
-    }
-    return _tag("svg", attributes, f'<title id="{TITLE_ID}">{escape(title)}</title>', *body)
+    return svg.drawing("timeline", TITLE_ID, (width, height), title, *body, font_size=12)
 
 
 def _empty() -> str:
     text = {"x": PADDING, "y": 24, "fill": MUTED}
-    return _svg(240, 40, "Timeline: no events", _tag("text", text, "no events"))
+    return _svg(240, 40, "Timeline: no events", svg.tag("text", text, "no events"))
 
 
 def timeline_svg(
@@ -474,11 +465,13 @@ def timeline_svg(
     frame = Frame(origin, end, min(max(longest * CHAR_WIDTH + 2 * PADDING, 80), 260))
     height = frame.y(len(shown)) + (ROW_HEIGHT if hidden > 0 else 0) + PADDING
     body = [_axis(frame, frame.y(len(shown)))]
+    share = MAX_SPANS // max(len(shown), 1)
     for index, row in enumerate(shown):
-        body.append(_tag("g", {"class": "row", "data-unit": row.unit}, *_row(row, frame, index)))
+        drawn = _row(row, frame, index, share)
+        body.append(svg.tag("g", {"class": "row", "data-unit": row.unit}, *drawn))
     if hidden > 0:
         more = {"class": "more", "x": PADDING, "y": frame.y(len(shown)) + ROW_HEIGHT * 0.7}
-        body.append(_tag("text", {**more, "fill": MUTED}, f"… and {hidden} more units"))
+        body.append(svg.tag("text", {**more, "fill": MUTED}, f"… and {hidden} more units"))
     title = (
         f"Timeline of {len(rows)} units over {duration(end - origin)}"
         f"{'' if gantt.closed else ', still running'}"
