@@ -30,6 +30,7 @@ class SilentProxy:
         self._open.set()
         self._server: asyncio.Server | None = None
         self._pipes: set[asyncio.Task[None]] = set()
+        self._cut_at: bytes | None = None
 
     def address(self, url: str) -> str:
         """``url`` with its host and port replaced by the proxy's."""
@@ -45,7 +46,13 @@ class SilentProxy:
         """Stop forwarding: what either side sends is held back, and nothing is closed."""
         self._open.clear()
 
+    def cut_when_sent(self, marker: bytes) -> None:
+        """Cut the link as soon as a client sends ``marker`` (its bytes included: they
+        never arrive), say the ``COMMIT`` of a transaction half done."""
+        self._cut_at = marker
+
     def mend(self) -> None:
+        self._cut_at = None
         self._open.set()
 
     async def stop(self) -> None:
@@ -64,15 +71,22 @@ class SilentProxy:
         except OSError:
             writer.close()
             return
-        for source, sink in ((reader, upstream_writer), (upstream_reader, writer)):
-            pipe = asyncio.create_task(self._pipe(source, sink))
+        for source, sink, upstream in (
+            (reader, upstream_writer, True),
+            (upstream_reader, writer, False),
+        ):
+            pipe = asyncio.create_task(self._pipe(source, sink, upstream))
             self._pipes.add(pipe)
             pipe.add_done_callback(self._pipes.discard)
 
-    async def _pipe(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    async def _pipe(
+        self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, upstream: bool
+    ) -> None:
         try:
             while True:
                 data = await source.read(65536)
+                if upstream and self._cut_at is not None and self._cut_at in data:
+                    self.cut()
                 await self._open.wait()  # while cut, held here: nothing passes, not even EOF
                 if not data:
                     break

@@ -51,6 +51,7 @@ from orbit_services.runtime.settings import Settings
 from orbit_services.store import EventStore
 from orbit_services.store.leases import LeaseStore
 from orbit_services.store.outbox import OutboxRelay
+from orbit_services.store.pool import IDLE_TRANSACTION_SECONDS
 
 log = logging.getLogger("orbit.decider")
 
@@ -134,9 +135,15 @@ class DeciderService:
         # A statement that takes a lease is given up (UNAVAILABLE: the batch is tried
         # again later): on a silent link it would hold the batch, and with it the
         # unacked inputs of partitions this decider is giving up, for as long as TCP waits.
+        # A transaction of its own cut off halfway ends within a lease on the server too,
+        # so the rows it locked (outbox rows a sweep took) wait for no longer.
         store = await host.acquire(
             "postgres",
-            EventStore.connect(settings.database_url, timeout=times.lease_seconds),
+            EventStore.connect(
+                settings.database_url,
+                timeout=times.lease_seconds,
+                idle_transaction_seconds=min(IDLE_TRANSACTION_SECONDS, times.lease_seconds),
+            ),
             lambda store: store.close,
         )
         # Heartbeats within the lease: a decider frozen or cut off from RabbitMQ loses

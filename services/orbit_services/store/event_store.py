@@ -37,7 +37,7 @@ from orbit_services.store.history import UndecodedEvent, decoded, unreadable
 from orbit_services.store.leases import LeaseStore
 from orbit_services.store.listen import Listener
 from orbit_services.store.outbox import OutboxStore
-from orbit_services.store.pool import Database
+from orbit_services.store.pool import IDLE_TRANSACTION_SECONDS, Database
 from orbit_services.store.rows import (
     Append,
     AppendConflict,
@@ -106,16 +106,23 @@ class EventStore:
         *,
         max_queries: int = 50_000,
         timeout: float | None = None,
+        idle_transaction_seconds: float = IDLE_TRANSACTION_SECONDS,
     ) -> EventStore:
         """A store on a new pool; ``max_queries``: served by a connection before it is
         replaced; ``timeout``: the bound of each statement and of the wait for a connection
-        (:class:`~.pool.Database`; None: none).
+        (:class:`~.pool.Database`; None: none); ``idle_transaction_seconds``: how long
+        Postgres keeps one of its transactions open waiting for this process.
 
         Raises:
             OrbitError: ``UNAVAILABLE`` when Postgres cannot be reached.
         """
         database = await Database.open(
-            url, min_size, max_size, max_queries=max_queries, timeout=timeout
+            url,
+            min_size,
+            max_size,
+            max_queries=max_queries,
+            timeout=timeout,
+            idle_transaction_seconds=idle_transaction_seconds,
         )
         return cls(database, url)
 

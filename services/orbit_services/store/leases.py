@@ -81,12 +81,18 @@ class LeaseStore:
         """Leases on a pool of their own, each statement (and the wait for a connection)
         bounded by ``timeout``: a beat must end, renewed or failed, before the decider's
         fence deadline, whether Postgres answers or not (a silent link answers nothing
-        and raises nothing), and must not wait behind the decider's batches.
+        and raises nothing), and must not wait behind the decider's batches. Postgres
+        ends a beat's transaction that waits on this process longer than that, too: a
+        beat cut off halfway must not keep the lease rows it locked, or no other decider
+        could claim them (its claim skips locked rows) for as long as the cut lasts.
 
         Raises:
             OrbitError: ``UNAVAILABLE`` when Postgres cannot be reached.
         """
-        return cls(await Database.open(url, min_size=1, max_size=2, timeout=timeout))
+        database = await Database.open(
+            url, min_size=1, max_size=2, timeout=timeout, idle_transaction_seconds=timeout
+        )
+        return cls(database)
 
     async def close(self) -> None:
         await self._db.close(timeout=5.0)

@@ -145,6 +145,20 @@ class _ConnectionWatch:
             metrics.POSTGRES_CONNECTION_LOSSES.inc()
 
 
+IDLE_TRANSACTION_SECONDS = 10.0
+"""How long Postgres keeps a transaction of an Orbit process open while it waits for
+that process's next statement; past it Postgres ends the session, and its row locks go.
+
+A process cut off silently in the middle of a transaction (a network partition drops
+packets and closes nothing) would otherwise leave the transaction open on the server
+for as long as the cut lasts, and with it the locks it took: a decider's lease row,
+which every other decider's claim skips (``SKIP LOCKED``), or outbox rows and timers
+that other sweeps skip. No Orbit transaction waits on its process for long: between
+its statements there is at most a publish to RabbitMQ (an outbox sweep, a timer's
+firing). One that outlasts this (a blocked broker) ends the transaction unfinished,
+and the sweep takes the same rows again later: their work is at least once."""
+
+
 class Database:
     """A pool of connections to one database, used by every part of the store.
 
@@ -167,10 +181,13 @@ class Database:
         *,
         max_queries: int = 50_000,
         timeout: float | None = None,
+        idle_transaction_seconds: float = IDLE_TRANSACTION_SECONDS,
     ) -> Database:
         """A pool on ``url``; ``max_queries``: served by a connection before it is replaced;
         ``timeout``: the bound of each statement and of the wait for a connection (a
-        frozen or silent server answers nothing, and would hold every caller).
+        frozen or silent server answers nothing, and would hold every caller);
+        ``idle_transaction_seconds``: how long Postgres keeps one of its transactions
+        open waiting for this process (:data:`IDLE_TRANSACTION_SECONDS`).
 
         Raises:
             OrbitError: ``UNAVAILABLE`` when Postgres cannot be reached.
@@ -188,7 +205,12 @@ class Database:
                 # or advisory lock): releasing one only rolls back what is open,
                 # without asyncpg's reset query, a round trip per acquire.
                 reset=_keep_session,
-                server_settings={"application_name": APPLICATION_NAME},
+                server_settings={
+                    "application_name": APPLICATION_NAME,
+                    "idle_in_transaction_session_timeout": str(
+                        max(1, round(idle_transaction_seconds * 1000))
+                    ),
+                },
                 command_timeout=timeout,
             )
         except (OSError, asyncpg.PostgresError) as error:
