@@ -6,11 +6,13 @@ from jsonschema import Draft202012Validator
 from orbit_model.contracts import (
     SchemaProblem,
     _fast_for,
+    _meets_metaschema,
     check_schema,
     contract_for,
     json_path,
 )
 from orbit_model.errors import ErrorCode, OrbitError
+from orbit_model.reference_validator import schema_problem
 
 ORDER = {
     "type": "object",
@@ -163,3 +165,83 @@ def test_where_the_compiled_validator_refuses_the_reference_decides(
 @pytest.mark.parametrize("ref", ["https://example.invalid/s.json", "file:///etc/hostname"])
 def test_the_compiled_validator_retrieves_no_referenced_schema(ref: str) -> None:
     assert _fast_for({"$ref": ref}) is None  # refused to retrieve it, so not built
+
+
+# -- checking a schema: jsonschema-rs's "valid" is the reference's ------------------
+
+_KEYWORDS = [
+    "type",
+    "properties",
+    "items",
+    "prefixItems",
+    "required",
+    "enum",
+    "const",
+    "minimum",
+    "maximum",
+    "exclusiveMinimum",
+    "minLength",
+    "maxLength",
+    "pattern",
+    "patternProperties",
+    "additionalProperties",
+    "anyOf",
+    "oneOf",
+    "allOf",
+    "not",
+    "$defs",
+    "$ref",
+    "format",
+    "minItems",
+    "uniqueItems",
+    "multipleOf",
+    "dependentRequired",
+    "propertyNames",
+    "unevaluatedProperties",
+    "contains",
+    "if",
+    "then",
+    "else",
+    "$schema",
+    "$id",
+    "default",
+]
+_TYPES = st.sampled_from(["string", "integer", "number", "object", "array", "boolean", "null"])
+_PATTERNS = st.sampled_from(["^a", "[", "\\d+", "\\pL", "(?P<x>a)", "a{2,", "(?i)b", "\\z"])
+_SCHEMAS = st.recursive(
+    st.booleans() | st.dictionaries(st.sampled_from(_KEYWORDS), _JSON, max_size=2),
+    lambda inner: st.dictionaries(
+        st.sampled_from(_KEYWORDS),
+        inner
+        | st.lists(inner, max_size=3)
+        | st.dictionaries(st.text(max_size=3) | _PATTERNS, inner, max_size=2)
+        | _TYPES
+        | st.lists(_TYPES, max_size=3)
+        | _PATTERNS
+        | _JSON,
+        max_size=4,
+    ),
+    max_leaves=10,
+)
+
+
+@given(schema=_SCHEMAS)
+def test_a_schema_jsonschema_rs_finds_valid_the_reference_finds_valid(schema: object) -> None:
+    """``orbit validate`` checks schemas without loading the reference library; where the
+    fast check says valid, the reference must agree, or a bad schema would be taken."""
+    if _meets_metaschema(schema):
+        assert schema_problem(schema) is None
+
+
+@pytest.mark.parametrize(
+    ("schema", "reason"),
+    [
+        ({"type": "string", "pattern": "["}, "is not a 'regex'"),
+        ({"$schema": "http://json-schema.org/draft-07/schema#", "type": "strin"}, "strin"),
+        ({"minimum": "x"}, "is not of type 'number'"),
+    ],
+)
+def test_a_problem_is_worded_by_the_reference(schema: object, reason: str) -> None:
+    with pytest.raises(SchemaProblem) as caught:
+        check_schema(schema)
+    assert reason in caught.value.reason

@@ -6,23 +6,19 @@ the one who sends the value. RE2 (``google-re2``) matches in time linear in
 the text and refuses what it cannot match so (backreferences, lookaround).
 
 :func:`pattern_problem` finds, when a schema is checked, the first pattern RE2
-cannot compile; :data:`RE2_KEYWORDS` replace the ``jsonschema`` library's
-keywords that would run ``re`` on a value: ``pattern``, ``patternProperties``
-and ``additionalProperties`` (which skips the keys ``patternProperties``
-matches). The library's ``unevaluatedProperties`` also matches
-``patternProperties`` with ``re``, deep inside; a schema with both is
-refused instead.
+cannot compile; :func:`search` matches one (the reference validator's keywords,
+:mod:`orbit_model.reference_validator`, call it). The library's
+``unevaluatedProperties`` matches ``patternProperties`` with ``re``, deep
+inside; a schema with both is refused instead.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator
 from functools import lru_cache
 from typing import Any
 
 import re2
-from jsonschema.exceptions import ValidationError
-from jsonschema.protocols import Validator
 
 PATTERN_MEMORY = 1 << 20
 """The most memory RE2 gives one compiled pattern, its DFA cache included (1 MiB):
@@ -75,6 +71,11 @@ def pattern_problem(schema: Any) -> tuple[Path, str] | None:
     return None
 
 
+def patterns(schema: Any) -> Iterator[str]:
+    """Every pattern of ``schema`` (``pattern`` values and ``patternProperties`` keys)."""
+    return (pattern for _, pattern in _patterns(schema, ()) if pattern is not None)
+
+
 def _patterns(node: Any, path: Path) -> Iterator[tuple[Path, str | None]]:
     """Every pattern of a schema with its path, and ``(path, None)`` for each
     ``unevaluatedProperties``. Iterative: a schema may nest deeply."""
@@ -99,63 +100,3 @@ def _patterns(node: Any, path: Path) -> Iterator[tuple[Path, str | None]]:
             elif key == "unevaluatedProperties":
                 yield inner_path, None
             pending.append((value, inner_path, key in _NAMED_SCHEMAS))
-
-
-Keyword = Callable[[Any, Any, Any, Mapping[str, Any]], Iterator[ValidationError]]
-"""A keyword's function; its validator is ``Any``, as ``descend`` is not in the protocol."""
-
-
-def _pattern(
-    validator: Validator, pattern: str, instance: Any, schema: Mapping[str, Any]
-) -> Iterator[ValidationError]:
-    if validator.is_type(instance, "string") and not search(pattern, instance):
-        yield ValidationError(f"{instance!r} does not match {pattern!r}")
-
-
-def _pattern_properties(
-    validator: Any, patterns: Mapping[str, Any], instance: Any, schema: Mapping[str, Any]
-) -> Iterator[ValidationError]:
-    if not validator.is_type(instance, "object"):
-        return
-    for pattern, subschema in patterns.items():
-        for key, value in instance.items():
-            if search(pattern, key):
-                yield from validator.descend(value, subschema, path=key, schema_path=pattern)
-
-
-def _additional_properties(
-    validator: Any, additional: Any, instance: Any, schema: Mapping[str, Any]
-) -> Iterator[ValidationError]:
-    # The library's keyword, word for word, with the patterns matched by RE2.
-    if not validator.is_type(instance, "object"):
-        return
-    properties = schema.get("properties", {})
-    patterns = schema.get("patternProperties", {})
-    extras = {
-        key
-        for key in instance
-        if key not in properties and not any(search(pattern, key) for pattern in patterns)
-    }
-    if validator.is_type(additional, "object"):
-        for extra in extras:
-            yield from validator.descend(instance[extra], additional, path=extra)
-    elif not additional and extras:
-        if patterns:
-            verb = "does" if len(extras) == 1 else "do"
-            joined = ", ".join(repr(each) for each in sorted(extras))
-            listed = ", ".join(repr(each) for each in sorted(patterns))
-            yield ValidationError(f"{joined} {verb} not match any of the regexes: {listed}")
-        else:
-            verb = "was" if len(extras) == 1 else "were"
-            joined = ", ".join(repr(each) for each in sorted(extras, key=str))
-            yield ValidationError(
-                f"Additional properties are not allowed ({joined} {verb} unexpected)"
-            )
-
-
-RE2_KEYWORDS: dict[str, Keyword] = {
-    "pattern": _pattern,
-    "patternProperties": _pattern_properties,
-    "additionalProperties": _additional_properties,
-}
-"""The keywords that replace the library's, for a validator that never runs ``re``."""

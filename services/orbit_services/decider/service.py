@@ -132,19 +132,8 @@ class DeciderService:
         settings = self.settings
         check_identity(settings, Role.DECIDER)
         times = LeaseTimes(settings.decider_lease_ms / 1000)
-        # A statement that takes a lease is given up (UNAVAILABLE: the batch is tried
-        # again later): on a silent link it would hold the batch, and with it the
-        # unacked inputs of partitions this decider is giving up, for as long as TCP waits.
-        # A transaction of its own cut off halfway ends within a lease on the server too,
-        # so the rows it locked (outbox rows a sweep took) wait for no longer.
         store = await host.acquire(
-            "postgres",
-            EventStore.connect(
-                settings.database_url,
-                timeout=times.lease_seconds,
-                idle_transaction_seconds=min(IDLE_TRANSACTION_SECONDS, times.lease_seconds),
-            ),
-            lambda store: store.close,
+            "postgres", _connect_store(settings.database_url, times), lambda store: store.close
         )
         # Heartbeats within the lease: a decider frozen or cut off from RabbitMQ loses
         # its connection, and the queues of its partitions, about when its leases lapse.
@@ -472,6 +461,22 @@ async def _shut_down(spans: SpanRecorder) -> None:
     """Send the spans still buffered (in a thread: the exporter blocks)."""
     with contextlib.suppress(Exception):
         await asyncio.to_thread(spans.shutdown)
+
+
+async def _connect_store(url: str, times: LeaseTimes) -> EventStore:
+    """The decider's store, every wait on Postgres bounded by a lease.
+
+    A statement that takes a lease is given up (UNAVAILABLE: the batch is tried again
+    later): on a silent link it would hold the batch, and with it the unacked inputs of
+    partitions this decider is giving up, for as long as TCP waits. A transaction of its
+    own cut off halfway ends within a lease on the server too, so the rows it locked
+    (outbox rows a sweep took) wait for no longer.
+    """
+    return await EventStore.connect(
+        url,
+        timeout=times.lease_seconds,
+        idle_transaction_seconds=min(IDLE_TRANSACTION_SECONDS, times.lease_seconds),
+    )
 
 
 async def _requeue(received: _Received) -> None:
